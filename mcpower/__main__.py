@@ -1,0 +1,3 @@
+from mcpower.cli import main
+
+main()

@@ -1,0 +1,274 @@
+"""Documents -> chunks sized in model tokens, each with its heading path and line range.
+
+Pure functions: the caller passes a token counter (the embedding model's own tokenizer), so a chunk
+is never longer than what the model reads. Markdown is parsed with markdown-it-py and split on
+headings; code fences and tables are kept whole when they fit, and cut at line boundaries when
+they do not. Consecutive chunks of one section overlap by whole units (lines or sentences).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+from markdown_it import MarkdownIt
+
+CHUNKER = "mcpower-md-v1"  # recorded in manifests; bump when chunk boundaries change
+MARKDOWN_TYPES = frozenset({".md", ".markdown", ".mdx"})
+TEXT_TYPES = frozenset({".txt"})
+RST_TYPES = frozenset({".rst"})
+SUPPORTED_TYPES = MARKDOWN_TYPES | TEXT_TYPES | RST_TYPES
+HEADING_SEPARATOR = " > "
+# Heading paths longer than this many tokens are cut so they cannot crowd the body out of the window.
+MAX_HEADING_TOKENS = 48
+
+TokenCounter = Callable[[Sequence[str]], list[int]]
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One piece of a document, small enough for the model to read whole."""
+
+    text: str  # the source text of the chunk, as written in the file
+    heading_path: tuple[str, ...]
+    start_line: int  # 1-based, inclusive
+    end_line: int  # 1-based, inclusive
+    ordinal: int  # position in the document, from 0
+
+    @property
+    def heading(self) -> str:
+        return HEADING_SEPARATOR.join(self.heading_path)
+
+    @property
+    def embed_text(self) -> str:
+        """What the model embeds: the heading path gives a chunk its context."""
+        return f"{self.heading}\n{self.text}" if self.heading_path else self.text
+
+
+@dataclass(frozen=True)
+class Document:
+    title: str
+    chunks: list[Chunk]
+
+
+@dataclass(frozen=True)
+class _Unit:
+    """The smallest piece the packer moves: a block, a line, a sentence or a run of words."""
+
+    text: str
+    start: int  # 0-based line
+    end: int  # 0-based line, inclusive
+    tokens: int
+
+
+@dataclass(frozen=True)
+class _Section:
+    heading_path: tuple[str, ...]
+    blocks: list[tuple[str, int, int, bool]]  # text, start line, end line, splittable by sentence
+    has_body: bool = True  # False for a section that is only its heading line
+
+
+_FRONT_MATTER = re.compile(r"\A---[ \t]*\n(.*?\n)(?:---|\.\.\.)[ \t]*(?:\n|\Z)", re.S)
+_FM_TITLE = re.compile(r"^title[ \t]*:[ \t]*(.+?)[ \t]*$", re.M)
+_SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+")
+_RST_ADORNMENT = re.compile(r"^([=\-~^\"'`#*+:.<>_])\1{2,}[ \t]*$")
+# mkdocs / pandoc heading attributes: "## Install { #install }" -> "Install"
+_HEADING_ATTRS = re.compile(r"\s*\{\s*[#.][^}]*\}\s*$")
+_md = MarkdownIt("commonmark").enable("table")
+
+
+def chunk_document(
+    text: str,
+    file_type: str,
+    file_name: str,
+    count_tokens: TokenCounter,
+    chunk_tokens: int,
+    overlap: int,
+) -> Document:
+    """Split one document into chunks of at most ``chunk_tokens`` tokens (plus its heading path).
+
+    ``file_type`` is the lower-case suffix (``.md``, ``.txt`` ...). Titles: the first H1, else a
+    front-matter ``title:``, else the file name without its suffix.
+    """
+    text = text.replace("\r\n", "\n").replace("\r", "\n").lstrip("\ufeff")
+    lines = text.split("\n")
+    fm_title, body_start = _front_matter(text)
+    if file_type in MARKDOWN_TYPES:
+        sections, h1 = _markdown_sections(text, lines, body_start)
+    elif file_type in RST_TYPES:
+        sections, h1 = _rst_sections(lines)
+    else:
+        sections, h1 = _paragraph_sections(lines, body_start, ()), None
+    title = h1 or fm_title or PurePosixPath(file_name).stem or file_name
+    chunks: list[Chunk] = []
+    for section in sections:
+        for unit_text, start, end in _pack(section, count_tokens, chunk_tokens, overlap):
+            chunks.append(Chunk(unit_text, section.heading_path, start + 1, end + 1, len(chunks)))
+    return Document(title=title[:256], chunks=chunks)
+
+
+def _front_matter(text: str) -> tuple[str | None, int]:
+    m = _FRONT_MATTER.match(text)
+    if not m:
+        return None, 0
+    t = _FM_TITLE.search(m.group(1))
+    title = t.group(1).strip().strip("\"'") if t else None
+    return title or None, text[: m.end()].count("\n")
+
+
+def _markdown_sections(
+    text: str, lines: list[str], body_start: int
+) -> tuple[list[_Section], str | None]:
+    # Parse the whole text so line numbers stay true; skip front matter by line number.
+    tokens = _md.parse("\n" * body_start + "\n".join(lines[body_start:]))
+    path: list[tuple[int, str]] = []
+    sections = [_Section((), [])]
+    h1: str | None = None
+    i = 0
+    while i < len(tokens):
+        tok = tokens[i]
+        if tok.level != 0 or tok.nesting == -1 or tok.map is None:
+            i += 1
+            continue
+        start, end = tok.map[0], tok.map[1] - 1
+        if tok.type == "heading_open":
+            level = int(tok.tag[1])
+            raw = tokens[i + 1].content if i + 1 < len(tokens) else ""
+            title = _HEADING_ATTRS.sub("", " ".join(raw.split()))
+            if level == 1 and h1 is None and title:
+                h1 = title
+            path = [(lvl, t) for lvl, t in path if lvl < level] + [(level, title or "(untitled)")]
+            sections.append(_Section(tuple(t for _, t in path), [], has_body=False))
+        # Setext headings span two lines; everything else is its own block.
+        block = "\n".join(lines[start : end + 1]).strip("\n")
+        if block.strip():
+            prose = tok.type in ("paragraph_open", "blockquote_open", "html_block")
+            sections[-1].blocks.append((block, start, end, prose))
+            if tok.type != "heading_open" and not sections[-1].has_body:
+                sections[-1] = _Section(sections[-1].heading_path, sections[-1].blocks)
+        i += 1
+    # A heading directly followed by a sub-heading lives on in the sub-section's heading path.
+    kept = [s for s in sections if s.blocks and s.has_body]
+    return (kept or [s for s in sections if s.blocks]), h1
+
+
+def _rst_sections(lines: list[str]) -> tuple[list[_Section], str | None]:
+    """reStructuredText: a title is a line underlined (and maybe overlined) by punctuation."""
+    styles: list[str] = []
+    path: list[tuple[int, str]] = []
+    sections: list[_Section] = []
+    title_lines: dict[int, tuple[int, str]] = {}
+    for n in range(1, len(lines)):
+        under, text = lines[n].strip(), lines[n - 1].strip()
+        if text and _RST_ADORNMENT.match(under) and len(under) >= len(text) and not _RST_ADORNMENT.match(text):
+            over = n >= 2 and lines[n - 2].strip() == under
+            style = ("o" if over else "") + under[0]
+            if style not in styles:
+                styles.append(style)
+            title_lines[n - 1] = (styles.index(style) + 1, text)
+    h1 = None
+    seg_start = 0
+    for n in sorted(title_lines) + [len(lines)]:
+        sections.extend(_paragraph_sections(lines[:n], seg_start, tuple(t for _, t in path)))
+        if n == len(lines):
+            break
+        level, text = title_lines[n]
+        h1 = h1 or (text if level == 1 else None)
+        path = [(lv, t) for lv, t in path if lv < level] + [(level, text)]
+        seg_start = n
+    return [s for s in sections if s.blocks], h1
+
+
+def _paragraph_sections(lines: list[str], start: int, heading: tuple[str, ...]) -> list[_Section]:
+    """Plain text: blocks are runs of non-blank lines."""
+    blocks: list[tuple[str, int, int, bool]] = []
+    n = start
+    while n < len(lines):
+        if not lines[n].strip():
+            n += 1
+            continue
+        first = n
+        while n < len(lines) and lines[n].strip():
+            n += 1
+        blocks.append(("\n".join(lines[first:n]), first, n - 1, True))
+    return [_Section(heading, blocks)]
+
+
+def _units(section: _Section, count_tokens: TokenCounter, budget: int) -> list[_Unit]:
+    """Blocks that fit stay whole; bigger ones become lines, then sentences, then word runs."""
+    out: list[_Unit] = []
+    counts = count_tokens([b[0] for b in section.blocks])
+    for (text, start, end, prose), tokens in zip(section.blocks, counts):
+        if tokens <= budget:
+            out.append(_Unit(text, start, end, tokens))
+            continue
+        pieces: list[tuple[str, int]] = []
+        for offset, line in enumerate(text.split("\n")):
+            parts = _SENTENCE_END.split(line) if prose else [line]
+            pieces.extend((p, start + offset) for p in parts if p.strip())
+        for (piece, line_no), n in zip(pieces, count_tokens([p for p, _ in pieces])):
+            if n <= budget:
+                out.append(_Unit(piece, line_no, line_no, n))
+            else:
+                out.extend(_word_runs(piece, line_no, count_tokens, budget))
+    return out
+
+
+def _word_runs(text: str, line_no: int, count_tokens: TokenCounter, budget: int) -> list[_Unit]:
+    words = text.split(" ")
+    counts = count_tokens(words)
+    runs: list[_Unit] = []
+    cur: list[str] = []
+    cur_tokens = 0
+    for word, n in zip(words, counts):
+        if n > budget:  # one "word" longer than the window (a minified line, a base64 blob): cut it
+            word, n = word[: budget * 2], budget
+        if cur and cur_tokens + n > budget:
+            runs.append(_Unit(" ".join(cur), line_no, line_no, cur_tokens))
+            cur, cur_tokens = [], 0
+        cur.append(word)
+        cur_tokens += n
+    if cur:
+        runs.append(_Unit(" ".join(cur), line_no, line_no, cur_tokens))
+    return runs
+
+
+def _pack(
+    section: _Section, count_tokens: TokenCounter, chunk_tokens: int, overlap: int
+) -> list[tuple[str, int, int]]:
+    heading_tokens = 0
+    if section.heading_path:
+        heading_tokens = min(count_tokens([HEADING_SEPARATOR.join(section.heading_path)])[0], MAX_HEADING_TOKENS)
+    budget = max(chunk_tokens - heading_tokens, 16)
+    units = _units(section, count_tokens, budget)
+    chunks: list[tuple[str, int, int]] = []
+    cur: list[_Unit] = []
+    cur_tokens = 0
+    for unit in units:
+        if cur and cur_tokens + unit.tokens > budget:
+            chunks.append(_join(cur))
+            carry: list[_Unit] = []
+            carried = 0
+            for prev in reversed(cur):  # whole units from the end, up to `overlap` tokens
+                if carried + prev.tokens > overlap or carried + prev.tokens + unit.tokens > budget:
+                    break
+                carry.insert(0, prev)
+                carried += prev.tokens
+            cur, cur_tokens = carry, carried
+        cur.append(unit)
+        cur_tokens += unit.tokens
+    if cur:
+        chunks.append(_join(cur))
+    return chunks
+
+
+def _join(units: list[_Unit]) -> tuple[str, int, int]:
+    parts: list[str] = []
+    for prev, unit in zip([None, *units], units):
+        if prev is not None:
+            # Pieces of one line rejoin with a space; lines keep the source's own spacing.
+            parts.append(" " if unit.start == prev.end else "\n" if unit.start == prev.end + 1 else "\n\n")
+        parts.append(unit.text)
+    return "".join(parts), units[0].start, max(u.end for u in units)

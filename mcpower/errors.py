@@ -1,0 +1,75 @@
+"""Every error mcpower raises on purpose.
+
+    McpowerError                    base; ``code`` is the stable machine-readable name
+    ├── DatasetNotFoundError        DATASET_NOT_FOUND   no dataset with that id (lists the ids there are)
+    ├── DatasetUnavailableError     DATASET_UNAVAILABLE the dataset exists but cannot be loaded
+    │   ├── InvalidManifestError    INVALID_MANIFEST    manifest.json is unreadable or breaks a rule
+    │   └── IndexMismatchError      INDEX_MISMATCH      files disagree with the manifest (counts, checksums, dims)
+    ├── ResultNotFoundError         RESULT_NOT_FOUND    a result_id that no dataset holds
+    ├── InvalidQueryError           INVALID_QUERY       empty / too long query, bad filter, bad mode
+    ├── InvalidTopKError            INVALID_TOP_K       top_k outside 1..100
+    ├── EmbeddingModelError         EMBEDDING_MODEL     the model cannot be loaded, or differs from the dataset's
+    ├── IngestError                 INGEST_FAILED       nothing to ingest, unreadable source, bad id ...
+    └── DatasetLockedError          DATASET_LOCKED      another ingest holds the dataset's write lock
+
+Messages name the dataset or path *relative to where the user works* and say how to fix the problem;
+the CLI prints them as one line and the MCP server returns them as tool errors.
+"""
+
+from __future__ import annotations
+
+
+class McpowerError(Exception):
+    """Base of every error mcpower raises on purpose."""
+
+    code = "MCPOWER_ERROR"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class DatasetNotFoundError(McpowerError):
+    code = "DATASET_NOT_FOUND"
+
+    def __init__(self, dataset_id: str, available: list[str]) -> None:
+        shown = ", ".join(available) if available else "none (create one with `mcpower ingest PATH`)"
+        super().__init__(f"unknown dataset {dataset_id[:80]!r}; available datasets: {shown}")
+        self.dataset_id = dataset_id
+        self.available = available
+
+
+class DatasetUnavailableError(McpowerError):
+    code = "DATASET_UNAVAILABLE"
+
+
+class InvalidManifestError(DatasetUnavailableError):
+    code = "INVALID_MANIFEST"
+
+
+class IndexMismatchError(DatasetUnavailableError):
+    code = "INDEX_MISMATCH"
+
+
+class ResultNotFoundError(McpowerError):
+    code = "RESULT_NOT_FOUND"
+
+
+class InvalidQueryError(McpowerError):
+    code = "INVALID_QUERY"
+
+
+class InvalidTopKError(McpowerError):
+    code = "INVALID_TOP_K"
+
+
+class EmbeddingModelError(McpowerError):
+    code = "EMBEDDING_MODEL"
+
+
+class IngestError(McpowerError):
+    code = "INGEST_FAILED"
+
+
+class DatasetLockedError(McpowerError):
+    code = "DATASET_LOCKED"

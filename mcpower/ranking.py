@@ -1,0 +1,126 @@
+"""Scores, fusion and snippets: turning candidate lists into ranked, explained results.
+
+Scores are absolute, not rescaled per query, so an off-topic question scores low in every mode:
+
+    semantic  cosine similarity of query and chunk, clipped to 0..1
+    keyword   BM25 squashed to 0..1 as bm25 / (bm25 + KEYWORD_HALF): a score of 0.5 means BM25 = KEYWORD_HALF
+    hybrid    SEMANTIC_WEIGHT * semantic + (1 - SEMANTIC_WEIGHT) * keyword, both computed for every
+              candidate of either list (a chunk missing from the keyword list scores 0 there)
+
+docs/search.md explains the choice; benchmarks/ measures it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from mcpower.errors import InvalidQueryError, InvalidTopKError
+from mcpower.results import MODES, Mode
+
+MAX_QUERY_CHARS = 1024
+MAX_TOP_K = 100
+# BM25 at which the keyword score is 0.5; FTS5's BM25 for a chunk matching two or three rare
+# query terms is around here on the bench collections.
+KEYWORD_HALF = 8.0
+# Weight of the semantic score in hybrid mode, chosen on SciFact and Cranfield (docs/search.md).
+SEMANTIC_WEIGHT = 0.6
+# Below these best scores a result set is flagged low_confidence (calibrated on on-topic vs
+# off-topic questions in benchmarks/; all-MiniLM-L6-v2 cosines of unrelated text sit under 0.3).
+LOW_CONFIDENCE = {"semantic": 0.40, "keyword": 0.45, "hybrid": 0.35}
+# How many candidates each list contributes before fusion, relative to k.
+CANDIDATE_FACTOR = 3
+MIN_CANDIDATES = 50
+
+
+def validate_query(query: str) -> str:
+    """The trimmed query, or InvalidQueryError naming the rule it breaks."""
+    if not isinstance(query, str):
+        raise InvalidQueryError("query must be a string")
+    q = query.replace("\x00", " ").strip()
+    if not q:
+        raise InvalidQueryError("query is empty; type a question or some keywords")
+    if len(q) > MAX_QUERY_CHARS:
+        raise InvalidQueryError(f"query is {len(q)} characters; the limit is {MAX_QUERY_CHARS}, shorten it")
+    return q
+
+
+def validate_top_k(k: object) -> int:
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_TOP_K:
+        raise InvalidTopKError(f"top_k must be a whole number from 1 to {MAX_TOP_K}, got {str(k)[:20]}")
+    return k
+
+
+def validate_mode(mode: str) -> Mode:
+    for m in MODES:
+        if mode == m:
+            return m
+    raise InvalidQueryError(f"mode must be one of {', '.join(MODES)}, got {mode[:20]!r}")
+
+
+def keyword_score(bm25: float) -> float:
+    return bm25 / (bm25 + KEYWORD_HALF) if bm25 > 0 else 0.0
+
+
+def semantic_score(cosine: float) -> float:
+    return min(max(cosine, 0.0), 1.0)
+
+
+def fuse(
+    mode: Mode, cosines: dict[int, float], bm25s: dict[int, float]
+) -> list[tuple[int, float]]:
+    """Candidates ranked by the mode's score, best first; ties broken by chunk id for stability."""
+    if mode == "semantic":
+        scored = {i: semantic_score(c) for i, c in cosines.items()}
+    elif mode == "keyword":
+        scored = {i: keyword_score(b) for i, b in bm25s.items()}
+    else:
+        ids = cosines.keys() | bm25s.keys()
+        scored = {
+            i: SEMANTIC_WEIGHT * semantic_score(cosines.get(i, 0.0))
+            + (1 - SEMANTIC_WEIGHT) * keyword_score(bm25s.get(i, 0.0))
+            for i in ids
+        }
+    return sorted(scored.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def is_low_confidence(mode: Mode, best: float | None) -> bool:
+    return best is None or best < LOW_CONFIDENCE[mode]
+
+
+_SEGMENT = re.compile(r"[^\n.!?。！？]*(?:[.!?。！？]+|\n|$)")
+
+
+@dataclass(frozen=True)
+class _Segment:
+    start: int
+    end: int
+    hits: int
+
+
+def best_snippet(text: str, terms: list[str], max_chars: int) -> str:
+    """The window of ``text`` (≤ max_chars) holding the most query terms, cut at sentence or line ends."""
+    text = text.strip()
+    if len(text) <= max_chars:
+        return text
+    lower = text.lower()
+    segments = [
+        _Segment(m.start(), m.end(), sum(1 for t in set(terms) if t in lower[m.start() : m.end()]))
+        for m in _SEGMENT.finditer(text)
+        if m.end() > m.start()
+    ]
+    best_start, best_hits = 0, -1
+    for i, seg in enumerate(segments):
+        hits, j = 0, i
+        while j < len(segments) and segments[j].end - seg.start <= max_chars:
+            hits += segments[j].hits
+            j += 1
+        if hits > best_hits:
+            best_start, best_hits = seg.start, hits
+    window = text[best_start : best_start + max_chars]
+    cut = max(window.rfind(". "), window.rfind("\n"))
+    if cut > max_chars // 2:
+        window = window[: cut + 1]
+    prefix = "…" if best_start > 0 else ""
+    suffix = "…" if best_start + len(window) < len(text) else ""
+    return (prefix + window.strip() + suffix)[:max_chars]

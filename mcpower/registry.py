@@ -1,0 +1,422 @@
+"""Registry: every dataset under a datasets root, its status, and searches over the loaded stores.
+
+Following the seed's registry rules, manifests are found recursively; an invalid one is reported
+with its reason and excluded, and the rest stay usable. Stores are loaded once, cached, and reloaded
+when their manifest is replaced by a newer ingest (a stat per search notices).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Literal
+
+from mcpower import embedding
+from mcpower.errors import (
+    DatasetNotFoundError,
+    DatasetUnavailableError,
+    EmbeddingModelError,
+    InvalidQueryError,
+    McpowerError,
+    ResultNotFoundError,
+)
+from mcpower.fts import match_query, query_terms
+from mcpower.manifest import ID_PATTERN, MANIFEST_NAME, Manifest, read_manifest
+from mcpower.ranking import (
+    CANDIDATE_FACTOR,
+    MIN_CANDIDATES,
+    best_snippet,
+    fuse,
+    is_low_confidence,
+    validate_mode,
+    validate_query,
+    validate_top_k,
+)
+from mcpower.results import (
+    MAX_SNIPPET_CHARS,
+    Lines,
+    Mode,
+    SearchFilters,
+    SearchMeta,
+    SearchResponse,
+    SearchResult,
+)
+from mcpower.store import ChunkHit, KnowledgeStore, open_store
+
+logger = logging.getLogger(__name__)
+
+EmbedderFactory = Callable[[str, str], "embedding.Embedder"]
+_ID_RE = re.compile(ID_PATTERN)
+
+
+@dataclass
+class DatasetEntry:
+    """A manifest found under the root: ready to search, or an error with its reason."""
+
+    id: str
+    folder: Path
+    manifest: Manifest | None
+    error: McpowerError | None = None
+    _stamp: tuple[int, int, int] = field(default=(0, 0, 0), repr=False)
+
+    @property
+    def status(self) -> Literal["ready", "error"]:
+        return "error" if self.error else "ready"
+
+
+def query_backend(manifest: Manifest) -> str:
+    """Queries use ONNX: fp32 gives the same vectors as torch; an int8 dataset is queried in int8."""
+    return "onnx-int8" if manifest.embedding.backend == "onnx-int8" else "onnx"
+
+
+def default_embedder_factory(model: str, backend: str) -> embedding.Embedder:
+    try:
+        return embedding.load_embedder(model, backend)
+    except EmbeddingModelError:
+        if backend == "onnx":  # no ONNX export possible: torch gives the same vectors, only slower
+            logger.warning("ONNX backend unavailable for %s; falling back to torch", model)
+            return embedding.load_embedder(model, "torch")
+        raise
+
+
+class Registry:
+    """The datasets under ``root`` and the loaded stores, shared by the CLI and the MCP server.
+
+    Thread-safe; stores and query embedders are loaded lazily, once.
+    """
+
+    def __init__(self, root: Path, embedder_factory: EmbedderFactory | None = None) -> None:
+        self.root = root
+        self._factory = embedder_factory or default_embedder_factory
+        self._entries: dict[str, DatasetEntry] = {}
+        self._stores: dict[str, KnowledgeStore] = {}
+        self._embedders: dict[tuple[str, str], embedding.Embedder] = {}
+        self._lock = threading.RLock()
+        self._load_locks: dict[object, threading.Lock] = {}
+        self.scan()
+
+    # ------------------------------------------------------------ discovery
+
+    def scan(self) -> list[DatasetEntry]:
+        """Re-read every manifest under the root; returns all entries, ready and not."""
+        found: dict[str, DatasetEntry] = {}
+        for path in _find_manifests(self.root):
+            folder = path.parent
+            try:
+                manifest = read_manifest(path)
+            except McpowerError as e:
+                key = _entry_key(folder, self.root)
+                found[key] = DatasetEntry(key, folder, None, e)
+                logger.warning("dataset.error %s", e.message, extra={"event": "dataset.error", "dataset": key})
+                continue
+            entry = DatasetEntry(manifest.id, folder, manifest, None, _stamp_of(path))
+            if manifest.id in found:
+                other = found[manifest.id].folder
+                entry.error = DatasetUnavailableError(
+                    f"{_rel(folder, self.root)}: dataset id {manifest.id!r} is already used by "
+                    f"{_rel(other, self.root)}; give one of them another id"
+                )
+                found[f"{manifest.id}@{_rel(folder, self.root)}"] = entry
+                continue
+            if folder.name != manifest.id and folder.parent == self.root:
+                entry.error = DatasetUnavailableError(
+                    f"{folder.name}/manifest.json: id {manifest.id!r} differs from its folder name; "
+                    f"rename the folder to {manifest.id!r}"
+                )
+            found[manifest.id] = entry
+        with self._lock:
+            self._entries = found
+        return list(found.values())
+
+    def entries(self) -> list[DatasetEntry]:
+        with self._lock:
+            return sorted(self._entries.values(), key=lambda e: e.id)
+
+    def ready_ids(self) -> list[str]:
+        return [e.id for e in self.entries() if e.status == "ready"]
+
+    def entry(self, dataset_id: str) -> DatasetEntry:
+        """Raises DatasetNotFoundError (listing the ids there are) for an unknown id."""
+        with self._lock:
+            entry = self._entries.get(dataset_id) if isinstance(dataset_id, str) else None
+        if entry is None:
+            if isinstance(dataset_id, str) and _ID_RE.match(dataset_id):
+                self.scan()  # a dataset ingested since we last looked
+                with self._lock:
+                    entry = self._entries.get(dataset_id)
+            if entry is None:
+                raise DatasetNotFoundError(str(dataset_id), [e.id for e in self.entries()])
+        return entry
+
+    # ------------------------------------------------------------ loading
+
+    def store(self, dataset_id: str) -> KnowledgeStore:
+        """The loaded store of a dataset, reloading it if a newer version was published.
+
+        Raises:
+            DatasetNotFoundError, DatasetUnavailableError (and subclasses).
+        """
+        entry = self._fresh_entry(self.entry(dataset_id))
+        if entry.error:
+            raise entry.error
+        assert entry.manifest is not None
+        with self._lock:
+            store = self._stores.get(entry.id)
+            if store is not None and store.manifest == entry.manifest:
+                return store
+            lock = self._load_locks.setdefault(entry.id, threading.Lock())
+        with lock:  # one loader per dataset; others wait for it, then share the result
+            with self._lock:
+                store = self._stores.get(entry.id)
+                if store is not None and store.manifest == entry.manifest:
+                    return store
+            try:
+                started = time.perf_counter()
+                new = open_store(entry.folder, entry.manifest)
+            except DatasetUnavailableError as e:
+                entry.error = e
+                logger.error("dataset.error %s", e.message, extra={"event": "dataset.error", "dataset": entry.id})
+                raise
+            logger.info(
+                "dataset.loaded %s",
+                entry.id,
+                extra={
+                    "event": "dataset.loaded",
+                    "dataset": entry.id,
+                    "chunks": entry.manifest.counts.chunks,
+                    "duration_ms": round((time.perf_counter() - started) * 1000, 1),
+                },
+            )
+            with self._lock:
+                # The old store is not closed: a search running on it in another thread finishes first.
+                self._stores[entry.id] = new
+            return new
+
+    def _fresh_entry(self, entry: DatasetEntry) -> DatasetEntry:
+        """The entry, re-read if its manifest file changed on disk since it was read."""
+        path = entry.folder / MANIFEST_NAME
+        if entry.manifest is None or _stamp_of(path) == entry._stamp:
+            return entry
+        try:
+            manifest = read_manifest(path)
+            fresh = DatasetEntry(manifest.id, entry.folder, manifest, None, _stamp_of(path))
+        except McpowerError as e:
+            fresh = DatasetEntry(entry.id, entry.folder, None, e)
+        if fresh.id != entry.id:
+            return entry
+        with self._lock:
+            self._entries[entry.id] = fresh
+        return fresh
+
+    def embedder_for(self, manifest: Manifest) -> embedding.Embedder:
+        """The query embedder for a dataset, loaded once per (model, backend).
+
+        Raises:
+            EmbeddingModelError: the dataset's model cannot be loaded here, or differs from it.
+        """
+        key = (manifest.embedding.model, query_backend(manifest))
+        with self._lock:
+            if key in self._embedders:
+                return self._embedders[key]
+            lock = self._load_locks.setdefault(key, threading.Lock())
+        with lock:
+            if key not in self._embedders:
+                try:
+                    emb = self._factory(*key)
+                except EmbeddingModelError as e:
+                    raise EmbeddingModelError(
+                        f"dataset {manifest.id!r} was built with model {manifest.embedding.model!r}, "
+                        f"which cannot be loaded here: {e.message}"
+                    ) from e
+                with self._lock:
+                    self._embedders[key] = emb
+        emb = self._embedders[key]
+        if emb.dimension != manifest.embedding.dimension:
+            raise EmbeddingModelError(
+                f"dataset {manifest.id!r} has {manifest.embedding.dimension}-dimensional vectors but model "
+                f"{emb.model_name!r} gives {emb.dimension}; re-ingest it with `mcpower ingest`"
+            )
+        return emb
+
+    def warm_up(self) -> None:
+        """Load every ready dataset and its query embedder now (the server does this after the handshake)."""
+        for entry in self.entries():
+            if entry.status != "ready" or entry.manifest is None:
+                continue
+            try:
+                store = self.store(entry.id)
+                self.embedder_for(store.manifest).embed_query("warm up")
+            except McpowerError as e:
+                logger.error("dataset.error %s", e.message, extra={"event": "dataset.error", "dataset": entry.id})
+
+    # ------------------------------------------------------------ search
+
+    def search(
+        self,
+        query: str,
+        dataset: str | None = None,
+        top_k: int | None = None,
+        mode: str = "hybrid",
+        filters: SearchFilters | None = None,
+        min_score: float = 0.0,
+        snippet_chars: int = MAX_SNIPPET_CHARS,
+    ) -> SearchResponse:
+        """Search one dataset, or every ready dataset when ``dataset`` is None, and merge.
+
+        Filters apply inside each candidate list, before the top k is taken.
+
+        Raises:
+            InvalidQueryError, InvalidTopKError, DatasetNotFoundError, DatasetUnavailableError,
+            EmbeddingModelError.
+        """
+        started = time.perf_counter()
+        q = validate_query(query)
+        m = validate_mode(mode)
+        if top_k is not None:
+            validate_top_k(top_k)
+        if not 0.0 <= min_score <= 1.0:
+            raise InvalidQueryError(f"min_score must be between 0 and 1, got {min_score}")
+        ids = [dataset] if dataset is not None else self.ready_ids()
+        stores = [self.store(i) for i in ids]
+        k = top_k or (stores[0].manifest.default_top_k if len(stores) == 1 else max(
+            (s.manifest.default_top_k for s in stores), default=5))
+        merged: list[tuple[float, str, int, ChunkHit]] = []
+        terms = query_terms(q)
+        for store in stores:
+            for chunk, score in self._search_store(store, q, k, m, filters):
+                merged.append((score, store.id, chunk.id, chunk))
+        merged.sort(key=lambda t: (-t[0], t[1], t[2]))
+        results = [
+            _result(store_id, hit, score, terms, snippet_chars)
+            for score, store_id, _, hit in merged
+            if score >= min_score
+        ][:k]
+        best = merged[0][0] if merged else None
+        return SearchResponse(
+            status="ok" if results else "empty",
+            results=results,
+            meta=SearchMeta(
+                datasets=[s.id for s in stores],
+                mode=m,
+                limit=k,
+                count=len(results),
+                duration_ms=round((time.perf_counter() - started) * 1000, 2),
+                low_confidence=is_low_confidence(m, best),
+                min_score=min_score,
+            ),
+        )
+
+    def _search_store(
+        self, store: KnowledgeStore, q: str, k: int, mode: Mode, filters: SearchFilters | None
+    ) -> list[tuple[ChunkHit, float]]:
+        depth = max(k * CANDIDATE_FACTOR, MIN_CANDIDATES)
+        cosines: dict[int, float] = {}
+        bm25s: dict[int, float] = {}
+        match = match_query(q)
+        if mode != "semantic" and match:
+            bm25s = dict(store.keyword(match, depth, filters))
+        if mode != "keyword":
+            qvec = self.embedder_for(store.manifest).embed_query(q)
+            cosines = dict(store.semantic(qvec, depth, filters))
+            if mode == "hybrid":
+                # Score every candidate on both sides, so fusion never guesses a missing score.
+                missing = [i for i in bm25s if i not in cosines]
+                if missing:
+                    vecs = store.vectors(missing)
+                    cosines.update(zip(missing, (vecs @ qvec).tolist()))
+                absent = [i for i in cosines if i not in bm25s]
+                if match and absent:
+                    bm25s.update(store.keyword_for(match, absent))
+        ranked = fuse(mode, cosines, bm25s)[:k]
+        hits = store.chunks([i for i, _ in ranked])
+        return [(hits[i], s) for i, s in ranked if i in hits]  # ids FAISS invented are dropped
+
+    # ------------------------------------------------------------ lookups by result id
+
+    def resolve(self, result_id: str) -> tuple[KnowledgeStore, ChunkHit]:
+        """The store and chunk a result id names.
+
+        Raises:
+            ResultNotFoundError: malformed id, unknown dataset, or no such chunk (e.g. re-ingested away).
+        """
+        dataset, _, hex_id = result_id.rpartition(":") if isinstance(result_id, str) else ("", "", "")
+        try:
+            cid = int(hex_id, 16) if len(hex_id) == 16 else -1
+        except ValueError:
+            cid = -1
+        if cid < 0 or not _ID_RE.match(dataset) or len(dataset) > 64:
+            raise ResultNotFoundError(
+                f"{result_id[:80]!r} is not a result id; use one from a search result (like 'docs:0123456789abcdef')"
+            )
+        try:
+            store = self.store(dataset)
+        except DatasetNotFoundError as e:
+            raise ResultNotFoundError(f"no result {result_id!r}: {e.message}") from e
+        hit = store.chunks([cid]).get(cid)
+        if hit is None:
+            raise ResultNotFoundError(
+                f"no result {result_id!r} in dataset {dataset!r}; it may have changed since it was re-ingested "
+                "— search again for fresh ids"
+            )
+        return store, hit
+
+
+def make_result_id(dataset: str, chunk_id: int) -> str:
+    return f"{dataset}:{chunk_id:016x}"
+
+
+def _result(dataset: str, hit: ChunkHit, score: float, terms: list[str], snippet_chars: int) -> SearchResult:
+    return SearchResult(
+        result_id=make_result_id(dataset, hit.id),
+        score=round(min(max(score, 0.0), 1.0), 4),
+        title=hit.title,
+        path=hit.path,
+        snippet=best_snippet(hit.text, terms, snippet_chars),
+        file_type=hit.file_type,
+        heading_path=hit.heading_path,
+        lines=Lines(start=hit.start_line, end=hit.end_line),
+        dataset=dataset,
+    )
+
+
+def _find_manifests(root: Path) -> list[Path]:
+    """manifest.json files under root, skipping hidden folders (staging builds, locks)."""
+    out: list[Path] = []
+    if not root.is_dir():
+        return out
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        if MANIFEST_NAME in filenames:
+            out.append(Path(dirpath) / MANIFEST_NAME)
+            dirnames[:] = []  # a dataset folder holds versions, not other datasets
+    return out
+
+
+def _stamp_of(path: Path) -> tuple[int, int, int]:
+    try:
+        st = os.stat(path, follow_symlinks=False)
+    except OSError:
+        return (0, 0, 0)
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+def _entry_key(folder: Path, root: Path) -> str:
+    return _rel(folder, root) or folder.name
+
+
+def _rel(folder: Path, root: Path) -> str:
+    try:
+        return folder.relative_to(root).as_posix()
+    except ValueError:
+        return folder.name
+
+
+def utc_now_iso() -> str:
+    return datetime.now(timezone.utc).replace(microsecond=0).isoformat()

@@ -1,0 +1,409 @@
+"""KnowledgeStore: one published dataset version on disk — FAISS vectors plus a SQLite database.
+
+The SQLite file holds documents, chunks and an FTS5 index over chunk text, title and heading path.
+FAISS ids are chunk ids, so a vector hit leads to its chunk and a chunk to its vector. Files are
+verified against the manifest's sha256 before they are used; a published version is never
+modified, so a loaded store stays consistent while newer versions are published beside it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import sqlite3
+import stat
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import closing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from mcpower.errors import IndexMismatchError, InvalidManifestError
+from mcpower.fts import FTS_TOKENIZER, segment
+from mcpower.manifest import Manifest
+from mcpower.results import SearchFilters
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+logger = logging.getLogger(__name__)
+
+INDEX_FILE = "index.faiss"
+METADATA_FILE = "meta.sqlite"
+# Above this many chunks an exact scan costs more than ~8 ms a query here, so the vector side
+# switches to HNSW (recall@10 ≈ 0.99 vs exact at efSearch 128, measured in benchmarks/).
+HNSW_THRESHOLD = 50_000
+HNSW_M = 32
+HNSW_EF_CONSTRUCTION = 200
+HNSW_EF_SEARCH = 128
+# With a filter this selective, HNSW's graph walk may miss; score the few allowed vectors exactly.
+EXACT_FILTER_MAX = 8192
+# BM25 column weights for (text, title, heading_path): a title or heading hit says more than a body hit.
+BM25_WEIGHTS = (1.0, 2.0, 1.5)
+
+SCHEMA = f"""
+CREATE TABLE documents (
+    id INTEGER PRIMARY KEY,
+    path TEXT NOT NULL UNIQUE,
+    title TEXT NOT NULL,
+    file_type TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    mtime REAL NOT NULL,
+    content_hash TEXT NOT NULL,
+    indexed_at TEXT NOT NULL,
+    content TEXT NOT NULL
+);
+CREATE TABLE chunks (
+    id INTEGER PRIMARY KEY,
+    document_id INTEGER NOT NULL REFERENCES documents(id),
+    ordinal INTEGER NOT NULL,
+    heading_path TEXT NOT NULL,
+    start_line INTEGER NOT NULL,
+    end_line INTEGER NOT NULL,
+    text TEXT NOT NULL,
+    UNIQUE (document_id, ordinal)
+);
+CREATE VIRTUAL TABLE chunks_fts USING fts5(
+    text, title, heading_path, content='', tokenize='{FTS_TOKENIZER}'
+);
+"""
+
+
+@dataclass(frozen=True)
+class DocumentRow:
+    id: int
+    path: str
+    title: str
+    file_type: str
+    size: int
+    mtime: float
+    content_hash: str
+    indexed_at: str
+    content: str
+
+
+@dataclass(frozen=True)
+class ChunkRow:
+    id: int
+    document_id: int
+    ordinal: int
+    heading_path: str
+    start_line: int
+    end_line: int
+    text: str
+
+
+@dataclass(frozen=True)
+class ChunkHit:
+    """A chunk with its document's fields, as search and get_source need them."""
+
+    id: int
+    ordinal: int
+    heading_path: str
+    start_line: int
+    end_line: int
+    text: str
+    path: str
+    title: str
+    file_type: str
+    document_id: int
+
+
+def chunk_id(path: str, text: str, occurrence: int) -> int:
+    """Stable id of a chunk: the same text at the same path gets the same id on every ingest."""
+    digest = hashlib.blake2b(f"{path}\0{occurrence}\0{text}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") & 0x7FFF_FFFF_FFFF_FFFF  # FAISS ids are signed int64
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+# ---------------------------------------------------------------- writing (ingest)
+
+
+def write_metadata(path: Path, documents: Iterable[DocumentRow], chunks: Iterable[ChunkRow]) -> None:
+    """Create the SQLite file at ``path`` with documents, chunks and the full-text index."""
+    with closing(sqlite3.connect(path)) as db:
+        db.executescript("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;" + SCHEMA)
+        titles: dict[int, str] = {}
+        for d in documents:
+            titles[d.id] = d.title
+            db.execute("INSERT INTO documents VALUES (?,?,?,?,?,?,?,?,?)", _astuple(d))
+        for c in chunks:
+            db.execute("INSERT INTO chunks VALUES (?,?,?,?,?,?,?)", _astuple(c))
+            db.execute(
+                "INSERT INTO chunks_fts(rowid, text, title, heading_path) VALUES (?,?,?,?)",
+                (c.id, segment(c.text), segment(titles[c.document_id]), segment(c.heading_path)),
+            )
+        db.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('optimize')")
+        db.commit()
+    _fsync(path)
+
+
+def write_vectors(path: Path, ids: NDArray[np.int64], vectors: NDArray[np.float32]) -> dict[str, Any]:
+    """Write the FAISS index for ``vectors`` (unit rows) keyed by chunk ``ids``; returns its manifest info."""
+    import faiss
+
+    dim = vectors.shape[1]
+    info: dict[str, Any]
+    if len(ids) > HNSW_THRESHOLD:
+        inner = faiss.IndexHNSWFlat(dim, HNSW_M, faiss.METRIC_INNER_PRODUCT)
+        inner.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
+        inner.hnsw.efSearch = HNSW_EF_SEARCH
+        info = {"kind": "hnsw", "hnsw_m": HNSW_M, "ef_search": HNSW_EF_SEARCH}
+    else:
+        inner = faiss.IndexFlatIP(dim)
+        info = {"kind": "flat"}
+    index = faiss.IndexIDMap2(inner)
+    if len(ids):
+        index.add_with_ids(np.ascontiguousarray(vectors, dtype=np.float32), np.asarray(ids, dtype=np.int64))
+    faiss.write_index(index, str(path))
+    _fsync(path)
+    return info
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _astuple(row: DocumentRow | ChunkRow) -> tuple[Any, ...]:
+    return tuple(row.__dict__.values())
+
+
+# ---------------------------------------------------------------- reading (search)
+
+
+def resolve_inside(folder: Path, rel: str) -> Path:
+    """``folder/rel`` as a regular file that, symlinks resolved, stays inside ``folder``.
+
+    Raises:
+        InvalidManifestError: the path escapes the folder or is not a regular file.
+    """
+    root = folder.resolve()
+    target = (root / rel).resolve()
+    if not target.is_relative_to(root):
+        raise InvalidManifestError(f"{folder.name}: {rel!r} points outside the dataset folder")
+    try:
+        mode = os.stat(target).st_mode
+    except OSError as e:
+        raise InvalidManifestError(f"{folder.name}: {rel!r} is missing ({e.strerror})") from e
+    if not stat.S_ISREG(mode):
+        raise InvalidManifestError(f"{folder.name}: {rel!r} is not a regular file")
+    return target
+
+
+class KnowledgeStore:
+    """A loaded, verified dataset version: vector search, keyword search and lookups by chunk id.
+
+    Thread-safe: FAISS searches run in parallel; SQLite access is serialised by a lock.
+    """
+
+    def __init__(self, manifest: Manifest, folder: Path, index: Any, db: sqlite3.Connection) -> None:
+        self.manifest = manifest
+        self.folder = folder
+        self._index = index
+        self._db = db
+        self._lock = threading.Lock()
+
+    @property
+    def id(self) -> str:
+        return self.manifest.id
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    # -- search
+
+    def semantic(
+        self, query_vector: NDArray[np.float32], k: int, filters: SearchFilters | None = None
+    ) -> list[tuple[int, float]]:
+        """Up to ``k`` (chunk id, cosine) pairs, best first, among chunks passing ``filters``."""
+        import faiss
+
+        if self._index.ntotal == 0:
+            return []
+        q = np.ascontiguousarray(query_vector.reshape(1, -1), dtype=np.float32)
+        params = None
+        if filters is not None and filters.active:
+            allowed = self.filtered_ids(filters)
+            if not allowed:
+                return []
+            if len(allowed) <= EXACT_FILTER_MAX and self.manifest.vector_index.kind == "hnsw":
+                vecs = np.vstack([self._index.reconstruct(i) for i in allowed])
+                sims = vecs @ q[0]
+                order = np.argsort(-sims)[:k]
+                return self._clean([allowed[i] for i in order], sims[order])
+            params = faiss.SearchParameters(sel=faiss.IDSelectorBatch(np.asarray(allowed, dtype=np.int64)))
+        k = min(k, self._index.ntotal)
+        scores, ids = self._index.search(q, k, params=params)
+        return self._clean(ids[0].tolist(), scores[0])
+
+    def _clean(self, ids: Sequence[int], scores: NDArray[np.float32]) -> list[tuple[int, float]]:
+        # FAISS pads with -1 and a damaged index could return anything: keep finite scores only.
+        return [(int(i), float(s)) for i, s in zip(ids, scores) if i >= 0 and np.isfinite(s)]
+
+    def keyword(self, match: str, k: int, filters: SearchFilters | None = None) -> list[tuple[int, float]]:
+        """Up to ``k`` (chunk id, BM25) pairs for an FTS5 ``match`` expression; BM25 here is ≥ 0."""
+        where, args = _filter_sql(filters)
+        sql = "SELECT rowid, -bm25(chunks_fts, ?, ?, ?) FROM chunks_fts WHERE chunks_fts MATCH ?"
+        if where:
+            sql += f" AND rowid IN (SELECT c.id FROM chunks c JOIN documents d ON d.id = c.document_id {where})"
+        sql += " ORDER BY rank LIMIT ?"
+        with self._lock:
+            rows = self._db.execute(sql, (*BM25_WEIGHTS, match, *args, k)).fetchall()
+        return [(int(i), max(float(s), 0.0)) for i, s in rows]
+
+    def keyword_for(self, match: str, ids: Sequence[int]) -> list[tuple[int, float]]:
+        """BM25 of the given chunks for ``match`` (chunks that do not match are absent)."""
+        marks = ",".join("?" * len(ids))
+        sql = f"SELECT rowid, -bm25(chunks_fts, ?, ?, ?) FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid IN ({marks})"
+        with self._lock:
+            rows = self._db.execute(sql, (*BM25_WEIGHTS, match, *ids)).fetchall()
+        return [(int(i), max(float(s), 0.0)) for i, s in rows]
+
+    def filtered_ids(self, filters: SearchFilters) -> list[int]:
+        where, args = _filter_sql(filters)
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT c.id FROM chunks c JOIN documents d ON d.id = c.document_id {where}", args
+            ).fetchall()
+        return [r[0] for r in rows]
+
+    # -- lookups
+
+    def chunks(self, ids: Sequence[int]) -> dict[int, ChunkHit]:
+        """The chunks with these ids (unknown ids are simply absent)."""
+        if not ids:
+            return {}
+        marks = ",".join("?" * len(ids))
+        with self._lock:
+            rows = self._db.execute(f"{_HIT_SQL} WHERE c.id IN ({marks})", list(ids)).fetchall()
+        return {r[0]: ChunkHit(*r) for r in rows}
+
+    def neighbours(self, hit: ChunkHit, before: int, after: int) -> list[ChunkHit]:
+        """The chunks of the same document from ``before`` ahead of ``hit`` to ``after`` behind it."""
+        with self._lock:
+            rows = self._db.execute(
+                f"{_HIT_SQL} WHERE c.document_id = ? AND c.ordinal BETWEEN ? AND ? ORDER BY c.ordinal",
+                (hit.document_id, hit.ordinal - before, hit.ordinal + after),
+            ).fetchall()
+        return [ChunkHit(*r) for r in rows]
+
+    def document(self, path: str) -> DocumentRow | None:
+        with self._lock:
+            row = self._db.execute("SELECT * FROM documents WHERE path = ?", (path,)).fetchone()
+        return DocumentRow(*row) if row else None
+
+    def document_by_id(self, document_id: int) -> DocumentRow | None:
+        with self._lock:
+            row = self._db.execute("SELECT * FROM documents WHERE id = ?", (document_id,)).fetchone()
+        return DocumentRow(*row) if row else None
+
+    def documents(self) -> list[tuple[str, str, str, int]]:
+        """(path, title, file_type, size) of every document, by path."""
+        with self._lock:
+            return self._db.execute("SELECT path, title, file_type, size FROM documents ORDER BY path").fetchall()
+
+    def iter_document_rows(self) -> Iterator[tuple[DocumentRow, list[ChunkRow]]]:
+        """Every document with its chunks (for incremental re-ingest)."""
+        with self._lock:
+            docs = [DocumentRow(*r) for r in self._db.execute("SELECT * FROM documents")]
+            chunk_rows = [ChunkRow(*r) for r in self._db.execute("SELECT * FROM chunks ORDER BY document_id, ordinal")]
+        by_doc: dict[int, list[ChunkRow]] = {}
+        for c in chunk_rows:
+            by_doc.setdefault(c.document_id, []).append(c)
+        for d in docs:
+            yield d, by_doc.get(d.id, [])
+
+    def vectors(self, ids: Sequence[int]) -> NDArray[np.float32]:
+        """The stored vectors of these chunk ids, in order."""
+        if not ids:
+            return np.zeros((0, self.manifest.embedding.dimension), dtype=np.float32)
+        return np.vstack([self._index.reconstruct(int(i)) for i in ids]).astype(np.float32)
+
+
+_HIT_SQL = """SELECT c.id, c.ordinal, c.heading_path, c.start_line, c.end_line, c.text,
+       d.path, d.title, d.file_type, d.id
+FROM chunks c JOIN documents d ON d.id = c.document_id"""
+
+
+def _filter_sql(filters: SearchFilters | None) -> tuple[str, list[Any]]:
+    if filters is None:
+        return "", []
+    clauses: list[str] = []
+    args: list[Any] = []
+    if filters.path:
+        clauses.append("d.path = ?")
+        args.append(normalize_rel(filters.path))
+    if filters.folder and normalize_rel(filters.folder):
+        folder = normalize_rel(filters.folder) + "/"
+        clauses.append("substr(d.path, 1, ?) = ?")
+        args += [len(folder), folder]
+    if filters.file_type:
+        ft = filters.file_type.lower()
+        clauses.append("d.file_type = ?")
+        args.append(ft if ft.startswith(".") else "." + ft)
+    return ("WHERE " + " AND ".join(clauses) if clauses else ""), args
+
+
+def normalize_rel(path: str) -> str:
+    """A user-typed relative path in the form documents are stored: 'a/b.md' (no ./, no slashes around)."""
+    parts = [p for p in path.replace("\\", "/").split("/") if p not in ("", ".")]
+    return "/".join(parts)
+
+
+def open_store(folder: Path, manifest: Manifest, verify: bool = True) -> KnowledgeStore:
+    """Load the dataset version ``manifest`` points at, after checking it against the manifest.
+
+    Raises:
+        InvalidManifestError: a path escapes the folder or is not a regular file.
+        IndexMismatchError: checksum, count or dimension disagree with the manifest, or a file is corrupt.
+    """
+    import faiss
+
+    name = manifest.id
+    index_path = resolve_inside(folder, manifest.index)
+    meta_path = resolve_inside(folder, manifest.metadata)
+    data = index_path.read_bytes()
+    if verify and hashlib.sha256(data).hexdigest() != manifest.checksums.index:
+        raise IndexMismatchError(f"{name}: {manifest.index} does not match its checksum; re-run `mcpower ingest`")
+    if verify and sha256_file(meta_path) != manifest.checksums.metadata:
+        raise IndexMismatchError(f"{name}: {manifest.metadata} does not match its checksum; re-run `mcpower ingest`")
+    try:
+        index = faiss.deserialize_index(np.frombuffer(data, dtype=np.uint8))
+    except Exception as e:  # faiss raises RuntimeError with C++ text for any corruption
+        raise IndexMismatchError(f"{name}: {manifest.index} is not a readable FAISS index") from e
+    del data
+    if index.d != manifest.embedding.dimension:
+        raise IndexMismatchError(
+            f"{name}: index dimension {index.d} != model dimension {manifest.embedding.dimension}"
+        )
+    if manifest.vector_index.kind == "hnsw" and manifest.vector_index.ef_search:
+        faiss.downcast_index(index.index).hnsw.efSearch = manifest.vector_index.ef_search
+    try:
+        # immutable=1: published versions never change, so SQLite may skip locking entirely.
+        db = sqlite3.connect(f"{meta_path.as_uri()}?mode=ro&immutable=1", uri=True, check_same_thread=False)
+        n_chunks, n_docs = db.execute("SELECT (SELECT count(*) FROM chunks), (SELECT count(*) FROM documents)").fetchone()
+    except sqlite3.Error as e:
+        raise IndexMismatchError(f"{name}: {manifest.metadata} is not a readable SQLite database ({e})") from e
+    if not (index.ntotal == n_chunks == manifest.counts.chunks) or n_docs != manifest.counts.documents:
+        db.close()
+        raise IndexMismatchError(
+            f"{name}: counts disagree (index {index.ntotal} vectors, database {n_chunks} chunks / "
+            f"{n_docs} documents, manifest {manifest.counts.chunks} / {manifest.counts.documents})"
+        )
+    return KnowledgeStore(manifest, folder, index, db)

@@ -36,6 +36,8 @@ class Chunk:
     start_line: int  # 1-based, inclusive
     end_line: int  # 1-based, inclusive
     ordinal: int  # position in the document, from 0
+    # The heading path as the model reads it, when it had to be cut to MAX_HEADING_TOKENS.
+    embed_heading: str | None = None
 
     @property
     def heading(self) -> str:
@@ -44,7 +46,8 @@ class Chunk:
     @property
     def embed_text(self) -> str:
         """What the model embeds: the heading path gives a chunk its context."""
-        return f"{self.heading}\n{self.text}" if self.heading_path else self.text
+        heading = self.heading if self.embed_heading is None else self.embed_heading
+        return f"{heading}\n{self.text}" if heading else self.text
 
 
 @dataclass(frozen=True)
@@ -104,9 +107,21 @@ def chunk_document(
     title = h1 or fm_title or PurePosixPath(file_name).stem or file_name
     chunks: list[Chunk] = []
     for section in sections:
+        embed_heading = _cut_heading(section.heading_path, count_tokens)
         for unit_text, start, end in _pack(section, count_tokens, chunk_tokens, overlap):
-            chunks.append(Chunk(unit_text, section.heading_path, start + 1, end + 1, len(chunks)))
+            chunks.append(Chunk(unit_text, section.heading_path, start + 1, end + 1, len(chunks), embed_heading))
     return Document(title=title[:256], chunks=chunks)
+
+
+def _cut_heading(heading_path: tuple[str, ...], count_tokens: TokenCounter) -> str | None:
+    """The heading path cut to MAX_HEADING_TOKENS tokens (as `_pack` budgets it); None if it fits whole."""
+    heading = HEADING_SEPARATOR.join(heading_path)
+    if not heading_path or count_tokens([heading])[0] <= MAX_HEADING_TOKENS:
+        return None
+    words = heading.split(" ")[: MAX_HEADING_TOKENS + 1]  # a word is at least one token
+    prefixes = [" ".join(words[:n]) for n in range(1, len(words) + 1)]
+    fits = [p for p, n in zip(prefixes, count_tokens(prefixes)) if n <= MAX_HEADING_TOKENS]
+    return fits[-1] if fits else heading[:MAX_HEADING_TOKENS]
 
 
 def _front_matter(text: str) -> tuple[str | None, int]:
@@ -118,9 +133,7 @@ def _front_matter(text: str) -> tuple[str | None, int]:
     return title or None, text[: m.end()].count("\n")
 
 
-def _markdown_sections(
-    text: str, lines: list[str], body_start: int
-) -> tuple[list[_Section], str | None]:
+def _markdown_sections(text: str, lines: list[str], body_start: int) -> tuple[list[_Section], str | None]:
     # Parse the whole text so line numbers stay true; skip front matter by line number.
     tokens = _md.parse("\n" * body_start + "\n".join(lines[body_start:]))
     path: list[tuple[int, str]] = []
@@ -170,7 +183,7 @@ def _rst_sections(lines: list[str]) -> tuple[list[_Section], str | None]:
             title_lines[n - 1] = (styles.index(style) + 1, text)
     h1 = None
     seg_start = 0
-    for n in sorted(title_lines) + [len(lines)]:
+    for n in [*sorted(title_lines), len(lines)]:
         sections.extend(_paragraph_sections(lines[:n], seg_start, tuple(t for _, t in path)))
         if n == len(lines):
             break
@@ -223,6 +236,13 @@ def _word_runs(text: str, line_no: int, count_tokens: TokenCounter, budget: int)
     cur: list[str] = []
     cur_tokens = 0
     for word, n in zip(words, counts):
+        if n > budget and not word.isascii():
+            # Text written without spaces (Chinese, Japanese, Thai): keep all of it, in slices that fit.
+            if cur:
+                runs.append(_Unit(" ".join(cur), line_no, line_no, cur_tokens))
+                cur, cur_tokens = [], 0
+            runs.extend(_Unit(piece, line_no, line_no, k) for piece, k in _slices(word, count_tokens, budget))
+            continue
         if n > budget:  # one "word" longer than the window (a minified line, a base64 blob): cut it
             word, n = word[: budget * 2], budget
         if cur and cur_tokens + n > budget:
@@ -235,9 +255,18 @@ def _word_runs(text: str, line_no: int, count_tokens: TokenCounter, budget: int)
     return runs
 
 
-def _pack(
-    section: _Section, count_tokens: TokenCounter, chunk_tokens: int, overlap: int
-) -> list[tuple[str, int, int]]:
+def _slices(word: str, count_tokens: TokenCounter, budget: int) -> list[tuple[str, int]]:
+    """``word`` cut into equal runs of characters, each at most ``budget`` tokens."""
+    step = budget
+    while True:
+        pieces = [word[i : i + step] for i in range(0, len(word), step)]
+        counts = count_tokens(pieces)
+        if step == 1 or max(counts) <= budget:
+            return list(zip(pieces, counts))
+        step = max(1, step // 2)
+
+
+def _pack(section: _Section, count_tokens: TokenCounter, chunk_tokens: int, overlap: int) -> list[tuple[str, int, int]]:
     heading_tokens = 0
     if section.heading_path:
         heading_tokens = min(count_tokens([HEADING_SEPARATOR.join(section.heading_path)])[0], MAX_HEADING_TOKENS)

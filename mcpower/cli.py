@@ -11,7 +11,7 @@ import logging
 import sys
 import textwrap
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 from typer.core import TyperGroup
@@ -44,7 +44,7 @@ app = typer.Typer(
 )
 
 DatasetsDir = Annotated[
-    Optional[Path],
+    Path | None,
     typer.Option(
         "--datasets-dir", help="Datasets root [env MCPOWER_DATASETS_DIR; default ./datasets].", show_default=False
     ),
@@ -82,26 +82,31 @@ def _main(
 def ingest(
     path: Annotated[Path, typer.Argument(help="Folder of documents (.md .markdown .mdx .txt .rst).")],
     dataset_id: Annotated[
-        Optional[str], typer.Option("--id", help="Dataset id (a-z, 0-9, -); default: the folder name as a slug.")
+        str | None, typer.Option("--id", help="Dataset id (a-z, 0-9, -); default: the folder name as a slug.")
     ] = None,
-    name: Annotated[Optional[str], typer.Option(help="Human-readable name; default: the folder name.")] = None,
-    description: Annotated[Optional[str], typer.Option(help="What the dataset holds (shown to MCP clients).")] = None,
+    name: Annotated[str | None, typer.Option(help="Human-readable name; default: the folder name.")] = None,
+    description: Annotated[str | None, typer.Option(help="What the dataset holds (shown to MCP clients).")] = None,
     datasets_dir: DatasetsDir = None,
     model: Annotated[
-        Optional[str], typer.Option(help="Embedding model: all-MiniLM-L6-v2 (packaged), a local folder or cached hub name.")
+        str | None,
+        typer.Option(help="Embedding model: all-MiniLM-L6-v2 (packaged), a local folder or cached hub name."),
     ] = None,
     backend: Annotated[
-        Optional[str], typer.Option(help="Embedding backend: onnx (default), onnx-int8 (faster) or torch.")
+        str | None, typer.Option(help="Embedding backend: onnx (default), onnx-int8 (faster) or torch.")
     ] = None,
     chunk_tokens: Annotated[int, typer.Option(help="Chunk size in model tokens, heading path included.")] = 250,
     overlap: Annotated[int, typer.Option(help="Tokens shared by consecutive chunks of a section.")] = 32,
-    include: Annotated[Optional[list[str]], typer.Option(help="Only files matching this glob (repeatable).")] = None,
-    exclude: Annotated[Optional[list[str]], typer.Option(help="Skip files matching this glob (repeatable).")] = None,
-    top_k: Annotated[Optional[int], typer.Option("--default-top-k", min=1, max=100, help="Default result count.")] = None,
+    include: Annotated[list[str] | None, typer.Option(help="Only files matching this glob (repeatable).")] = None,
+    exclude: Annotated[list[str] | None, typer.Option(help="Skip files matching this glob (repeatable).")] = None,
+    top_k: Annotated[int | None, typer.Option("--default-top-k", min=1, max=100, help="Default result count.")] = None,
     follow_symlinks: Annotated[bool, typer.Option(help="Follow symlinks that lead outside the folder.")] = False,
-    max_file_mb: Annotated[Optional[float], typer.Option(help="Skip files larger than this [default 10].")] = None,
-    full: Annotated[bool, typer.Option("--full", help="Rebuild everything instead of re-embedding changed files.")] = False,
-    wait: Annotated[bool, typer.Option("--wait", help="Wait for another ingest of this dataset instead of failing.")] = False,
+    max_file_mb: Annotated[float | None, typer.Option(help="Skip files larger than this [default 10].")] = None,
+    full: Annotated[
+        bool, typer.Option("--full", help="Rebuild everything instead of re-embedding changed files.")
+    ] = False,
+    wait: Annotated[
+        bool, typer.Option("--wait", help="Wait for another ingest of this dataset instead of failing.")
+    ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
     as_json: JsonFlag = False,
 ) -> None:
@@ -135,7 +140,19 @@ def ingest(
             {
                 "dataset": report.dataset_id,
                 "path": str(report.folder),
-                **{k: getattr(report, k) for k in ("documents", "chunks", "embedded", "added", "changed", "removed", "unchanged", "full_rebuild")},
+                **{
+                    k: getattr(report, k)
+                    for k in (
+                        "documents",
+                        "chunks",
+                        "embedded",
+                        "added",
+                        "changed",
+                        "removed",
+                        "unchanged",
+                        "full_rebuild",
+                    )
+                },
                 "skipped": [{"path": p, "reason": r} for p, r in report.skipped],
                 "seconds": round(report.seconds, 2),
                 "chunks_per_second": round(report.chunks_per_second, 1),
@@ -184,7 +201,7 @@ class _Progress:
 
 @app.command()
 def validate(
-    ids: Annotated[Optional[list[str]], typer.Argument(help="Dataset ids to check; default: all.")] = None,
+    ids: Annotated[list[str] | None, typer.Argument(help="Dataset ids to check; default: all.")] = None,
     datasets_dir: DatasetsDir = None,
     as_json: JsonFlag = False,
 ) -> None:
@@ -230,7 +247,7 @@ def datasets(datasets_dir: DatasetsDir = None, as_json: JsonFlag = False) -> Non
     from mcpower.registry import Registry
 
     s = _settings(datasets_dir=datasets_dir)
-    rows = [dataset_summary(e) for e in Registry(s.datasets_dir).entries()]
+    rows = [e.summary().model_dump() for e in Registry(s.datasets_dir).entries()]
     if as_json:
         _print_json({"datasets": rows})
         return
@@ -243,25 +260,6 @@ def datasets(datasets_dir: DatasetsDir = None, as_json: JsonFlag = False) -> Non
             typer.echo(f"{r['id']:<24} error: {r['error']}")
 
 
-def dataset_summary(entry: Any) -> dict[str, Any]:
-    """The list_datasets view of a registry entry (shared with the MCP server)."""
-    m = entry.manifest
-    if m is None or entry.error is not None:
-        return {"id": entry.id, "status": "error", "error": entry.error.message if entry.error else "unknown"}
-    return {
-        "id": m.id,
-        "name": m.name,
-        "description": m.description,
-        "status": "ready",
-        "default_top_k": m.default_top_k,
-        "documents": m.counts.documents,
-        "chunks": m.counts.chunks,
-        "model": m.embedding.model,
-        "backend": m.embedding.backend,
-        "updated_at": m.updated_at.isoformat(),
-    }
-
-
 # ------------------------------------------------------------------ search
 
 
@@ -269,11 +267,13 @@ def dataset_summary(entry: Any) -> dict[str, Any]:
 def search(
     dataset: Annotated[str, typer.Argument(help="Dataset id (see `mcpower datasets`).")],
     query: Annotated[str, typer.Argument(help="What to look for, in plain words (1-1024 characters).")],
-    top_k: Annotated[Optional[int], typer.Option("-k", "--top-k", help="Number of results, 1-100 [default: the dataset's].")] = None,
+    top_k: Annotated[
+        int | None, typer.Option("-k", "--top-k", help="Number of results, 1-100 [default: the dataset's].")
+    ] = None,
     mode: Annotated[str, typer.Option(help="hybrid (default), semantic or keyword.")] = "hybrid",
-    path: Annotated[Optional[str], typer.Option("--path", help="Only this document (exact relative path).")] = None,
-    folder: Annotated[Optional[str], typer.Option("--folder", help="Only documents under this folder.")] = None,
-    file_type: Annotated[Optional[str], typer.Option("--type", help="Only this file type, e.g. .md")] = None,
+    path: Annotated[str | None, typer.Option("--path", help="Only this document (exact relative path).")] = None,
+    folder: Annotated[str | None, typer.Option("--folder", help="Only documents under this folder.")] = None,
+    file_type: Annotated[str | None, typer.Option("--type", help="Only this file type, e.g. .md")] = None,
     min_score: Annotated[float, typer.Option(help="Drop results scoring below this (0-1).")] = 0.0,
     datasets_dir: DatasetsDir = None,
     as_json: JsonFlag = False,
@@ -286,17 +286,26 @@ def search(
     registry = Registry(s.datasets_dir)
     filters = SearchFilters(path=path, folder=folder, file_type=file_type)
     response = registry.search(
-        query, dataset=dataset, top_k=top_k, mode=mode, filters=filters, min_score=min_score,
+        query,
+        dataset=dataset,
+        top_k=top_k,
+        mode=mode,
+        filters=filters,
+        min_score=min_score,
         snippet_chars=2048 if as_json else 360,
     )
     if as_json:
         typer.echo(response.model_dump_json(indent=2))
         return
     if not response.results:
-        typer.echo(f"no results in {dataset} for that query" + (" with these filters" if filters.active else ""), err=True)
+        typer.echo(
+            f"no results in {dataset} for that query" + (" with these filters" if filters.active else ""), err=True
+        )
         return
     if response.meta.low_confidence:
-        typer.secho("(low confidence: nothing matches closely; the answer may not be in this dataset)", err=True, dim=True)
+        typer.secho(
+            "(low confidence: nothing matches closely; the answer may not be in this dataset)", err=True, dim=True
+        )
     width = 100
     for n, r in enumerate(response.results, 1):
         head = typer.style(f"{n:>2}. {r.score:.3f}  ", fg="green") + typer.style(r.title, bold=True)
@@ -309,9 +318,80 @@ def search(
         for line in textwrap.wrap(body, width - 4)[:4]:
             typer.echo(f"    {line}")
         typer.secho(f"    id {r.result_id}", dim=True)
-    typer.secho(f"{response.meta.count} results in {response.meta.duration_ms:.0f} ms ({response.meta.mode})", err=True, dim=True)
+    typer.secho(
+        f"{response.meta.count} results in {response.meta.duration_ms:.0f} ms ({response.meta.mode})",
+        err=True,
+        dim=True,
+    )
 
 
 def main() -> None:
     """Console-script entry point."""
     app()
+
+
+# ------------------------------------------------------------------ serve
+
+CLIENTS = ("claude-desktop", "claude-code", "vscode", "cursor")
+
+
+@app.command()
+def serve(
+    stdio: Annotated[bool, typer.Option("--stdio", help="Serve MCP over stdin/stdout (the default transport).")] = True,
+    datasets_dir: DatasetsDir = None,
+    log_level: Annotated[
+        str | None, typer.Option(help="debug, info, warning or error [env MCPOWER_LOG_LEVEL; default info].")
+    ] = None,
+    log_format: Annotated[str | None, typer.Option(help="json or text [env MCPOWER_LOG_FORMAT; default json].")] = None,
+    tool_names: Annotated[
+        str | None, typer.Option(help="default (knowledge_search ...) or seed (knowledge.search ...).")
+    ] = None,
+    print_config: Annotated[
+        str | None,
+        typer.Option("--print-config", help=f"Print the client config snippet and exit: {', '.join(CLIENTS)}."),
+    ] = None,
+) -> None:
+    """Run the MCP server over stdio (started by MCP clients; logs go to stderr as JSON lines)."""
+    s = _settings(datasets_dir=datasets_dir, log_level=log_level, log_format=log_format, tool_names=tool_names)
+    if print_config is not None:
+        typer.echo(client_config(print_config, s.datasets_dir))
+        return
+    from mcpower.server import configure_logging
+
+    configure_logging(s.log_level, s.log_format)
+    from mcpower.registry import Registry
+    from mcpower.server import create_server, run_stdio
+
+    registry = Registry(s.datasets_dir)
+    entries = registry.entries()
+    logger.info(
+        "server.startup",
+        extra={
+            "event": "server.startup",
+            "version": __version__,
+            "datasets_dir": str(s.datasets_dir),
+            "datasets": [e.id for e in entries if e.status == "ready"],
+            "datasets_with_errors": [e.id for e in entries if e.status == "error"],
+        },
+    )
+    run_stdio(create_server(registry, s.tool_names))
+
+
+def client_config(client: str, datasets_dir: Path) -> str:
+    """The JSON (or command) a client needs to start this server, with absolute paths."""
+    import shutil
+
+    if client not in CLIENTS:
+        from mcpower.errors import McpowerError
+
+        raise McpowerError(f"unknown client {client!r}; choose one of {', '.join(CLIENTS)}")
+    exe = shutil.which("mcpower") or sys.argv[0]
+    command = str(Path(exe).resolve())
+    args = ["serve", "--stdio"]
+    env = {"MCPOWER_DATASETS_DIR": str(datasets_dir.expanduser().resolve())}
+    if client == "claude-code":
+        return f"claude mcp add mcpower --env MCPOWER_DATASETS_DIR={env['MCPOWER_DATASETS_DIR']} -- {command} serve --stdio"
+    server = {"command": command, "args": args, "env": env}
+    if client == "vscode":
+        return json.dumps({"servers": {"mcpower": {"type": "stdio", **server}}}, indent=2)
+    return json.dumps({"mcpServers": {"mcpower": server}}, indent=2)

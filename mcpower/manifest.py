@@ -72,7 +72,7 @@ class Checksums(_Model):
 class Manifest(_Model):
     """Everything needed to find, verify and search a dataset later."""
 
-    schema_version: Literal[1] = SCHEMA_VERSION
+    schema_version: Literal[1] = 1
     id: str = Field(pattern=ID_PATTERN, min_length=1, max_length=64)
     name: str = Field(min_length=1, max_length=128)
     description: str = Field(min_length=1, max_length=512)

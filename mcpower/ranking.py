@@ -66,9 +66,7 @@ def semantic_score(cosine: float) -> float:
     return min(max(cosine, 0.0), 1.0)
 
 
-def fuse(
-    mode: Mode, cosines: dict[int, float], bm25s: dict[int, float]
-) -> list[tuple[int, float]]:
+def fuse(mode: Mode, cosines: dict[int, float], bm25s: dict[int, float]) -> list[tuple[int, float]]:
     """Candidates ranked by the mode's score, best first; ties broken by chunk id for stability."""
     if mode == "semantic":
         scored = {i: semantic_score(c) for i, c in cosines.items()}

@@ -16,9 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from mcpower import embedding
 from mcpower.errors import (
     DatasetNotFoundError,
     DatasetUnavailableError,
@@ -41,18 +40,26 @@ from mcpower.ranking import (
 )
 from mcpower.results import (
     MAX_SNIPPET_CHARS,
+    DatasetSummary,
     Lines,
+    MetadataResponse,
     Mode,
     SearchFilters,
     SearchMeta,
     SearchResponse,
     SearchResult,
+    SourceResponse,
 )
-from mcpower.store import ChunkHit, KnowledgeStore, open_store
+
+if TYPE_CHECKING:  # the store and embedders pull in numpy/FAISS: imported when first used
+    from mcpower.embedding import Embedder
+    from mcpower.store import ChunkHit, KnowledgeStore
 
 logger = logging.getLogger(__name__)
 
-EmbedderFactory = Callable[[str, str], "embedding.Embedder"]
+# get_source answers stay far below the 1 MB response cap even as JSON with escapes.
+MAX_SOURCE_CHARS = 200_000
+EmbedderFactory = Callable[[str, str], "Embedder"]
 _ID_RE = re.compile(ID_PATTERN)
 
 
@@ -70,13 +77,32 @@ class DatasetEntry:
     def status(self) -> Literal["ready", "error"]:
         return "error" if self.error else "ready"
 
+    def summary(self) -> DatasetSummary:
+        m = self.manifest
+        if m is None or self.error is not None:
+            return DatasetSummary(id=self.id, status="error", error=self.error.message if self.error else "unknown")
+        return DatasetSummary(
+            id=m.id,
+            status="ready",
+            name=m.name,
+            description=m.description,
+            default_top_k=m.default_top_k,
+            documents=m.counts.documents,
+            chunks=m.counts.chunks,
+            model=m.embedding.model,
+            backend=m.embedding.backend,
+            updated_at=m.updated_at.isoformat(),
+        )
+
 
 def query_backend(manifest: Manifest) -> str:
     """Queries use ONNX: fp32 gives the same vectors as torch; an int8 dataset is queried in int8."""
     return "onnx-int8" if manifest.embedding.backend == "onnx-int8" else "onnx"
 
 
-def default_embedder_factory(model: str, backend: str) -> embedding.Embedder:
+def default_embedder_factory(model: str, backend: str) -> Embedder:
+    from mcpower import embedding
+
     try:
         return embedding.load_embedder(model, backend)
     except EmbeddingModelError:
@@ -97,10 +123,17 @@ class Registry:
         self._factory = embedder_factory or default_embedder_factory
         self._entries: dict[str, DatasetEntry] = {}
         self._stores: dict[str, KnowledgeStore] = {}
-        self._embedders: dict[tuple[str, str], embedding.Embedder] = {}
+        self._embedders: dict[tuple[str, str], Embedder] = {}
         self._lock = threading.RLock()
         self._load_locks: dict[object, threading.Lock] = {}
         self.scan()
+
+    def close(self) -> None:
+        """Close the loaded stores' database connections; later calls load them again."""
+        with self._lock:
+            stores, self._stores = list(self._stores.values()), {}
+        for store in stores:
+            store.close()
 
     # ------------------------------------------------------------ discovery
 
@@ -177,6 +210,8 @@ class Registry:
                 store = self._stores.get(entry.id)
                 if store is not None and store.manifest == entry.manifest:
                     return store
+            from mcpower.store import open_store
+
             try:
                 started = time.perf_counter()
                 new = open_store(entry.folder, entry.manifest)
@@ -215,7 +250,7 @@ class Registry:
             self._entries[entry.id] = fresh
         return fresh
 
-    def embedder_for(self, manifest: Manifest) -> embedding.Embedder:
+    def embedder_for(self, manifest: Manifest) -> Embedder:
         """The query embedder for a dataset, loaded once per (model, backend).
 
         Raises:
@@ -285,8 +320,11 @@ class Registry:
             raise InvalidQueryError(f"min_score must be between 0 and 1, got {min_score}")
         ids = [dataset] if dataset is not None else self.ready_ids()
         stores = [self.store(i) for i in ids]
-        k = top_k or (stores[0].manifest.default_top_k if len(stores) == 1 else max(
-            (s.manifest.default_top_k for s in stores), default=5))
+        k = top_k or (
+            stores[0].manifest.default_top_k
+            if len(stores) == 1
+            else max((s.manifest.default_top_k for s in stores), default=5)
+        )
         merged: list[tuple[float, str, int, ChunkHit]] = []
         terms = query_terms(q)
         for store in stores:
@@ -366,6 +404,66 @@ class Registry:
                 "— search again for fresh ids"
             )
         return store, hit
+
+    def get_source(self, result_id: str, scope: str = "neighbors") -> SourceResponse:
+        """The text behind a result: the chunk, the chunk with its neighbours, or its heading section.
+
+        Text comes from the stored document by line range, so overlapping chunks are not repeated.
+
+        Raises:
+            ResultNotFoundError, InvalidQueryError (bad scope).
+        """
+        if scope not in ("chunk", "neighbors", "section"):
+            raise InvalidQueryError(f"scope must be chunk, neighbors or section, got {str(scope)[:20]!r}")
+        store, hit = self.resolve(result_id)
+        if scope == "chunk":
+            around = [hit]
+        elif scope == "neighbors":
+            around = store.neighbours(hit, 1, 1)
+        else:
+            around = [c for c in store.neighbours(hit, 10**6, 10**6) if c.heading_path == hit.heading_path]
+        start, end = min(c.start_line for c in around), max(c.end_line for c in around)
+        doc = store.document_by_id(hit.document_id)
+        lines = doc.content.replace("\r\n", "\n").replace("\r", "\n").split("\n") if doc else []
+        content = "\n".join(lines[start - 1 : end]) if scope != "chunk" else hit.text
+        truncated = len(content) > MAX_SOURCE_CHARS
+        return SourceResponse(
+            result_id=result_id,
+            dataset=store.id,
+            content=content[:MAX_SOURCE_CHARS],
+            scope=scope,  # type: ignore[arg-type]
+            source_path=hit.path,
+            title=hit.title,
+            heading_path=hit.heading_path,
+            chunk_index=hit.ordinal,
+            lines=Lines(start=start, end=end),
+            truncated=truncated,
+            retrieved_at=utc_now_iso(),
+        )
+
+    def get_metadata(self, result_id: str) -> MetadataResponse:
+        """Facts about the document behind a result.
+
+        Raises:
+            ResultNotFoundError.
+        """
+        store, hit = self.resolve(result_id)
+        doc = store.document_by_id(hit.document_id)
+        if doc is None:  # pragma: no cover - the schema's foreign key guarantees it
+            raise ResultNotFoundError(f"no document for result {result_id!r}")
+        return MetadataResponse(
+            result_id=result_id,
+            dataset=store.id,
+            file_name=Path(doc.path).name,
+            file_type=doc.file_type,
+            source_path=doc.path,
+            title=doc.title,
+            size=doc.size,
+            content_hash=doc.content_hash,
+            indexed_at=doc.indexed_at,
+            chunk_index=hit.ordinal,
+            chunk_count=store.chunk_count(hit.document_id),
+        )
 
 
 def make_result_id(dataset: str, chunk_id: int) -> str:

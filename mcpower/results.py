@@ -66,3 +66,53 @@ class SearchResponse(BaseModel):
     results: list[SearchResult] = Field(default_factory=list)
     meta: SearchMeta
     error: ErrorInfo | None = None
+
+
+class SourceResponse(BaseModel):
+    """Seed-003 DocumentSource: the text behind a result id."""
+
+    result_id: str
+    dataset: str
+    content: str = Field(description="the requested text, taken from the stored document")
+    scope: Literal["chunk", "neighbors", "section"] = Field(
+        description="chunk: the chunk alone; neighbors: with the chunks around it; section: its whole heading section"
+    )
+    source_path: str
+    title: str
+    heading_path: str
+    chunk_index: int = Field(description="position of the chunk in its document, from 0")
+    lines: Lines = Field(description="line range of `content` in the source file")
+    truncated: bool = Field(description="true when content was cut to the size limit")
+    retrieved_at: str
+
+
+class MetadataResponse(BaseModel):
+    """Seed-003 DocumentMetadata: facts about the document behind a result id."""
+
+    result_id: str
+    dataset: str
+    file_name: str
+    file_type: str
+    source_path: str
+    title: str
+    size: int
+    content_hash: str = Field(description="sha256 of the file as ingested")
+    indexed_at: str
+    chunk_index: int
+    chunk_count: int = Field(description="chunks in the document")
+
+
+class DatasetSummary(BaseModel):
+    """A dataset as list_datasets shows it; error entries carry only id, status and error."""
+
+    id: str
+    status: Literal["ready", "error"]
+    name: str | None = None
+    description: str | None = None
+    default_top_k: int | None = None
+    documents: int | None = None
+    chunks: int | None = None
+    model: str | None = None
+    backend: str | None = None
+    updated_at: str | None = None
+    error: str | None = None

@@ -155,6 +155,7 @@ def write_vectors(path: Path, ids: NDArray[np.int64], vectors: NDArray[np.float3
 
     dim = vectors.shape[1]
     info: dict[str, Any]
+    inner: Any
     if len(ids) > HNSW_THRESHOLD:
         inner = faiss.IndexHNSWFlat(dim, HNSW_M, faiss.METRIC_INNER_PRODUCT)
         inner.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
@@ -237,7 +238,7 @@ class KnowledgeStore:
         if self._index.ntotal == 0:
             return []
         q = np.ascontiguousarray(query_vector.reshape(1, -1), dtype=np.float32)
-        params = None
+        params: Any = None
         if filters is not None and filters.active:
             allowed = self.filtered_ids(filters)
             if not allowed:
@@ -247,7 +248,9 @@ class KnowledgeStore:
                 sims = vecs @ q[0]
                 order = np.argsort(-sims)[:k]
                 return self._clean([allowed[i] for i in order], sims[order])
-            params = faiss.SearchParameters(sel=faiss.IDSelectorBatch(np.asarray(allowed, dtype=np.int64)))
+            selector = faiss.IDSelectorBatch(np.asarray(allowed, dtype=np.int64))
+            params = faiss.SearchParameters()
+            params.sel = selector  # SWIG keeps no reference: `selector` must outlive the search
         k = min(k, self._index.ntotal)
         scores, ids = self._index.search(q, k, params=params)
         return self._clean(ids[0].tolist(), scores[0])
@@ -270,7 +273,9 @@ class KnowledgeStore:
     def keyword_for(self, match: str, ids: Sequence[int]) -> list[tuple[int, float]]:
         """BM25 of the given chunks for ``match`` (chunks that do not match are absent)."""
         marks = ",".join("?" * len(ids))
-        sql = f"SELECT rowid, -bm25(chunks_fts, ?, ?, ?) FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid IN ({marks})"
+        sql = (
+            f"SELECT rowid, -bm25(chunks_fts, ?, ?, ?) FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid IN ({marks})"
+        )
         with self._lock:
             rows = self._db.execute(sql, (*BM25_WEIGHTS, match, *ids)).fetchall()
         return [(int(i), max(float(s), 0.0)) for i, s in rows]
@@ -302,6 +307,12 @@ class KnowledgeStore:
                 (hit.document_id, hit.ordinal - before, hit.ordinal + after),
             ).fetchall()
         return [ChunkHit(*r) for r in rows]
+
+    def chunk_count(self, document_id: int) -> int:
+        with self._lock:
+            return int(
+                self._db.execute("SELECT count(*) FROM chunks WHERE document_id = ?", (document_id,)).fetchone()[0]
+            )
 
     def document(self, path: str) -> DocumentRow | None:
         with self._lock:
@@ -383,21 +394,23 @@ def open_store(folder: Path, manifest: Manifest, verify: bool = True) -> Knowled
         raise IndexMismatchError(f"{name}: {manifest.index} does not match its checksum; re-run `mcpower ingest`")
     if verify and sha256_file(meta_path) != manifest.checksums.metadata:
         raise IndexMismatchError(f"{name}: {manifest.metadata} does not match its checksum; re-run `mcpower ingest`")
+    index: Any
     try:
         index = faiss.deserialize_index(np.frombuffer(data, dtype=np.uint8))
     except Exception as e:  # faiss raises RuntimeError with C++ text for any corruption
         raise IndexMismatchError(f"{name}: {manifest.index} is not a readable FAISS index") from e
     del data
     if index.d != manifest.embedding.dimension:
-        raise IndexMismatchError(
-            f"{name}: index dimension {index.d} != model dimension {manifest.embedding.dimension}"
-        )
+        raise IndexMismatchError(f"{name}: index dimension {index.d} != model dimension {manifest.embedding.dimension}")
     if manifest.vector_index.kind == "hnsw" and manifest.vector_index.ef_search:
-        faiss.downcast_index(index.index).hnsw.efSearch = manifest.vector_index.ef_search
+        hnsw: Any = faiss.downcast_index(index.index)
+        hnsw.hnsw.efSearch = manifest.vector_index.ef_search
     try:
         # immutable=1: published versions never change, so SQLite may skip locking entirely.
         db = sqlite3.connect(f"{meta_path.as_uri()}?mode=ro&immutable=1", uri=True, check_same_thread=False)
-        n_chunks, n_docs = db.execute("SELECT (SELECT count(*) FROM chunks), (SELECT count(*) FROM documents)").fetchone()
+        n_chunks, n_docs = db.execute(
+            "SELECT (SELECT count(*) FROM chunks), (SELECT count(*) FROM documents)"
+        ).fetchone()
     except sqlite3.Error as e:
         raise IndexMismatchError(f"{name}: {manifest.metadata} is not a readable SQLite database ({e})") from e
     if not (index.ntotal == n_chunks == manifest.counts.chunks) or n_docs != manifest.counts.documents:

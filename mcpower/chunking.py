@@ -180,7 +180,8 @@ def _rst_sections(lines: list[str]) -> tuple[list[_Section], str | None]:
             style = ("o" if over else "") + under[0]
             if style not in styles:
                 styles.append(style)
-            title_lines[n - 1] = (styles.index(style) + 1, text)
+            # The section starts at the overline, if any, so it is not left behind as a chunk of its own.
+            title_lines[n - 2 if over else n - 1] = (styles.index(style) + 1, text)
     h1 = None
     seg_start = 0
     for n in [*sorted(title_lines), len(lines)]:

@@ -360,7 +360,8 @@ def serve(
 
     configure_logging(s.log_level, s.log_format)
     from mcpower.registry import Registry
-    from mcpower.server import create_server, run_stdio
+    from mcpower.server import create_server
+    from mcpower.transport import run_stdio
 
     registry = Registry(s.datasets_dir)
     entries = registry.entries()
@@ -395,3 +396,39 @@ def client_config(client: str, datasets_dir: Path) -> str:
     if client == "vscode":
         return json.dumps({"servers": {"mcpower": {"type": "stdio", **server}}}, indent=2)
     return json.dumps({"mcpServers": {"mcpower": server}}, indent=2)
+
+
+# ------------------------------------------------------------------ eval
+
+
+@app.command("eval")
+def eval_(
+    dataset: Annotated[str, typer.Argument(help="Dataset id to evaluate.")],
+    queries: Annotated[Path, typer.Option(help="Queries, JSON lines with _id (or id) and text (BEIR).")],
+    qrels: Annotated[Path, typer.Option(help="Judgments, TSV: query-id, corpus-id, score (header optional).")],
+    mode: Annotated[str, typer.Option(help="hybrid, semantic, keyword, or all (compare the three).")] = "hybrid",
+    depth: Annotated[int, typer.Option("-k", "--depth", min=10, max=1000, help="Chunks retrieved per query.")] = 300,
+    datasets_dir: DatasetsDir = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Measure retrieval quality on judged queries: nDCG@10, Recall@10, Recall@100, MRR@10."""
+    from mcpower.evaluation import METRICS, SearchFn, evaluate, load_qrels, load_queries
+    from mcpower.registry import Registry
+
+    s = _settings(datasets_dir=datasets_dir)
+    registry = Registry(s.datasets_dir)
+    registry.store(dataset)  # fail early on an unknown or broken dataset
+    q, judged = load_queries(queries), load_qrels(qrels)
+    modes = ["keyword", "semantic", "hybrid"] if mode == "all" else [mode]
+
+    def searcher(m: str) -> SearchFn:
+        return lambda text, k: registry.rank_paths(text, dataset, k, m)
+
+    reports = [evaluate(searcher(m), q, judged, depth, dataset, m) for m in modes]
+    if as_json:
+        _print_json([{"dataset": r.dataset, "mode": r.mode, "queries": r.queries, **r.metrics} for r in reports])
+        return
+    typer.echo(f"{'mode':<10}" + "".join(f"{m:>12}" for m in METRICS) + f"{'queries':>9}{'ms/query':>10}")
+    for r in reports:
+        ms = r.seconds * 1000 / max(r.queries, 1)
+        typer.echo(f"{r.mode:<10}" + "".join(f"{r.metrics[m]:>12.4f}" for m in METRICS) + f"{r.queries:>9}{ms:>10.1f}")

@@ -252,8 +252,11 @@ def ingest(
         raise IngestError(
             f"invalid dataset id {ds_id[:80]!r}: use 1-64 lowercase letters, digits and hyphens (--id my-docs)"
         )
-    if not 1 <= chunk_tokens <= 8192 or not 0 <= overlap < chunk_tokens:
-        raise IngestError("--overlap must be smaller than --chunk-tokens, and both positive")
+    # The manifest's limits: checked here so a bad value fails before anything is embedded.
+    if not 16 <= chunk_tokens <= 8192 or not 0 <= overlap < min(chunk_tokens, 4097):
+        raise IngestError(
+            f"--chunk-tokens must be 16-8192 and --overlap 0-4096 and smaller than it (got {chunk_tokens}, {overlap})"
+        )
     folder = datasets_dir.expanduser().resolve() / ds_id
     files, skipped = discover(src, include, exclude, follow_symlinks, max_file_bytes, [datasets_dir])
     if not files:
@@ -266,6 +269,7 @@ def ingest(
     if chunk_tokens > emb.max_tokens - 2:
         logger.info("chunk size %d lowered to the model window %d", chunk_tokens, emb.max_tokens - 2)
         chunk_tokens = emb.max_tokens - 2
+        overlap = min(overlap, chunk_tokens - 1)
     report = IngestReport(ds_id, folder, skipped=list(skipped))
     with dataset_lock(folder, wait):
         _clean_leftovers(folder)

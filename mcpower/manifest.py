@@ -40,28 +40,28 @@ class _Model(BaseModel):
 class EmbeddingInfo(_Model):
     model: str = Field(min_length=1, max_length=256)
     backend: Literal["torch", "onnx", "onnx-int8"]
-    dimension: int = Field(ge=1, le=65536)
-    normalized: bool = True
-    max_tokens: int = Field(ge=8, le=65536)
+    dimension: int = Field(ge=1, le=65536, strict=True)
+    normalized: bool = Field(True, strict=True)
+    max_tokens: int = Field(ge=8, le=65536, strict=True)
     model_fingerprint: str = Field(min_length=1, max_length=64)
 
 
 class ChunkingInfo(_Model):
     chunker: str = Field(min_length=1, max_length=64)
-    chunk_tokens: int = Field(ge=16, le=8192)
-    overlap: int = Field(ge=0, le=4096)
+    chunk_tokens: int = Field(ge=16, le=8192, strict=True)
+    overlap: int = Field(ge=0, le=4096, strict=True)
 
 
 class VectorIndexInfo(_Model):
     kind: Literal["flat", "hnsw"]
     metric: Literal["inner_product"] = "inner_product"
-    hnsw_m: int | None = Field(None, ge=4, le=256)
-    ef_search: int | None = Field(None, ge=1, le=4096)
+    hnsw_m: int | None = Field(None, ge=4, le=256, strict=True)
+    ef_search: int | None = Field(None, ge=1, le=4096, strict=True)
 
 
 class Counts(_Model):
-    documents: int = Field(ge=0)
-    chunks: int = Field(ge=0)
+    documents: int = Field(ge=0, strict=True)
+    chunks: int = Field(ge=0, strict=True)
 
 
 class Checksums(_Model):
@@ -78,7 +78,7 @@ class Manifest(_Model):
     description: str = Field(min_length=1, max_length=512)
     index: str = Field(min_length=1, max_length=256)
     metadata: str = Field(min_length=1, max_length=256)
-    default_top_k: int = Field(5, ge=1, le=100)
+    default_top_k: int = Field(5, ge=1, le=100, strict=True)  # strict: true or "5" is not a number
     embedding: EmbeddingInfo
     chunking: ChunkingInfo
     vector_index: VectorIndexInfo

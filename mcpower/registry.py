@@ -150,6 +150,10 @@ class Registry:
                 logger.warning("dataset.error %s", e.message, extra={"event": "dataset.error", "dataset": key})
                 continue
             entry = DatasetEntry(manifest.id, folder, manifest, None, _stamp_of(path))
+            with self._lock:
+                known = self._entries.get(manifest.id)
+            if known is not None and known.manifest == manifest and known._stamp == entry._stamp:
+                entry.error = known.error  # a load failure stays until the dataset is re-ingested
             if manifest.id in found:
                 other = found[manifest.id].folder
                 entry.error = DatasetUnavailableError(
@@ -318,8 +322,17 @@ class Registry:
             validate_top_k(top_k)
         if not 0.0 <= min_score <= 1.0:
             raise InvalidQueryError(f"min_score must be between 0 and 1, got {min_score}")
-        ids = [dataset] if dataset is not None else self.ready_ids()
-        stores = [self.store(i) for i in ids]
+        if dataset is not None:
+            stores = [self.store(dataset)]
+        else:
+            stores, failed = [], []
+            for i in self.ready_ids():
+                try:  # one corrupt dataset must not break the search of the others
+                    stores.append(self.store(i))
+                except DatasetUnavailableError as e:
+                    failed.append(e)
+            if failed and not stores:
+                raise failed[0]
         k = top_k or (
             stores[0].manifest.default_top_k
             if len(stores) == 1
@@ -350,6 +363,13 @@ class Registry:
                 min_score=min_score,
             ),
         )
+
+    def rank_paths(self, query: str, dataset: str, depth: int, mode: str = "hybrid") -> list[str]:
+        """Document paths of the best ``depth`` chunks, best first; for evaluation (no 100 cap, no snippets)."""
+        store = self.store(dataset)
+        return [
+            hit.path for hit, _ in self._search_store(store, validate_query(query), depth, validate_mode(mode), None)
+        ]
 
     def _search_store(
         self, store: KnowledgeStore, q: str, k: int, mode: Mode, filters: SearchFilters | None

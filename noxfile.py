@@ -1,0 +1,54 @@
+"""Developer tasks: `nox` runs the tests; `nox -s lint typecheck slow bench` for the rest."""
+
+from __future__ import annotations
+
+import nox
+
+nox.options.sessions = ["tests"]
+nox.options.default_venv_backend = "venv"
+nox.options.reuse_existing_virtualenvs = True
+
+# The CPU build of torch lies on these machines; installing it first keeps pip from pulling
+# the multi-GB CUDA build in as a dependency of sentence-transformers.
+TORCH = "torch==2.13.0"
+
+
+def _install(session: nox.Session, *extras: str) -> None:
+    session.install(TORCH)
+    session.install("-e", f".[{','.join(extras)}]" if extras else ".")
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """Run the default test suite (fake embedder; no real model except where marked)."""
+    _install(session, "test")
+    session.run("pytest", *session.posargs)
+
+
+@nox.session
+def slow(session: nox.Session) -> None:
+    """Run the slow tests: the real packaged model, real corpora, the Node MCP client."""
+    _install(session, "test")
+    session.run("pytest", "-m", "slow or node", *session.posargs)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """Check style with ruff (lint and format)."""
+    session.install("ruff>=0.6")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+
+
+@nox.session
+def typecheck(session: nox.Session) -> None:
+    """Type-check the package with mypy --strict."""
+    _install(session, "lint")
+    session.run("mypy")
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Run the benchmarks (quality, ingest, search latency, server start); prints a table, writes JSON."""
+    _install(session, "test")
+    session.run("python", "benchmarks/run.py", *session.posargs)

@@ -21,7 +21,7 @@ _EXPORTS = {
     "EmbeddingModelError": "mcpower.errors",
     "IndexMismatchError": "mcpower.errors",
     "IngestError": "mcpower.errors",
-    "IngestReport": "mcpower.ingest",
+    "IngestReport": "mcpower.ingestion",
     "InvalidManifestError": "mcpower.errors",
     "InvalidQueryError": "mcpower.errors",
     "InvalidTopKError": "mcpower.errors",
@@ -33,7 +33,7 @@ _EXPORTS = {
     "SearchFilters": "mcpower.results",
     "SearchResponse": "mcpower.results",
     "SearchResult": "mcpower.results",
-    "ingest": "mcpower.ingest",
+    "ingest": "mcpower.ingestion",
     "open_store": "mcpower.store",
 }
 
@@ -90,7 +90,7 @@ if TYPE_CHECKING:
         McpowerError,
         ResultNotFoundError,
     )
-    from mcpower.ingest import IngestReport, ingest
+    from mcpower.ingestion import IngestReport, ingest
     from mcpower.manifest import Manifest
     from mcpower.registry import DatasetEntry, Registry
     from mcpower.results import SearchFilters, SearchResponse, SearchResult

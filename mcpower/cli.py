@@ -66,13 +66,19 @@ def _print_json(data: Any) -> None:
     typer.echo(json.dumps(data, ensure_ascii=False, indent=2))
 
 
-@app.callback()
-def _main(
-    version: Annotated[bool, typer.Option("--version", help="Show the version and exit.")] = False,
-) -> None:
-    if version:
+def _show_version(value: bool) -> None:
+    if value:
         typer.echo(f"mcpower {__version__}")
         raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool, typer.Option("--version", is_eager=True, callback=_show_version, help="Show the version and exit.")
+    ] = False,
+) -> None:
+    """Local knowledge search for MCP clients: ingest documents, search them, serve them over MCP."""
 
 
 # ------------------------------------------------------------------ ingest
@@ -111,7 +117,7 @@ def ingest(
     as_json: JsonFlag = False,
 ) -> None:
     """Build or update a dataset from a folder of documents (only changed files are re-embedded)."""
-    from mcpower.ingest import ingest as run_ingest
+    from mcpower.ingestion import ingest as run_ingest
 
     _setup_logging()
     s = _settings(datasets_dir=datasets_dir, model=model, backend=backend, max_file_mb=max_file_mb)

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import re
 
-FTS_TOKENIZER = "unicode61 remove_diacritics 2"
+# Porter stemming on top of unicode61: +0.015 nDCG@10 for keyword search on Cranfield (docs/search.md).
+FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
 # Han, Hiragana, Katakana, Hangul syllables and jamo, CJK punctuation and full-width forms.
 _CJK = "\u1100-\u11ff\u3040-\u30ff\u3100-\u312f\u3130-\u318f\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _CJK_CHAR = re.compile(f"([{_CJK}])")

@@ -27,9 +27,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
-# More intra-op threads than this only make a model this small wait on synchronisation.
-_MAX_THREADS = 8
+_MAX_THREADS = 8  # more only make a model this small wait on synchronisation
 
 
 def default_cache_dir() -> Path:
@@ -85,7 +83,8 @@ def _export_fp32(spec: ModelSpec, out: Path) -> None:
     # came out ~30% slower on CPU (same vectors).
     model = AutoModel.from_pretrained(str(spec.path), local_files_only=True, attn_implementation="eager").eval()
     # Models without segment embeddings (DistilBERT, MPNet ...) take no token_type_ids.
-    names = [n for n in _INPUTS if n in inspect.signature(model.forward).parameters]
+    params = inspect.signature(model.forward).parameters
+    names = [n for n in ("input_ids", "attention_mask", "token_type_ids") if n in params]
 
     class Transformer(torch.nn.Module):  # positional inputs in, keywords to the HF model
         def __init__(self) -> None:
@@ -97,8 +96,7 @@ def _export_fp32(spec: ModelSpec, out: Path) -> None:
 
     # A padded row in the example, so tracing cannot drop the attention mask as all ones.
     mask = torch.tensor([[1] * 8, [1] * 5 + [0] * 3])
-    example = {"input_ids": torch.full((2, 8), 100), "attention_mask": mask}
-    example["token_type_ids"] = torch.zeros_like(mask)
+    example = {"input_ids": torch.full((2, 8), 100), "attention_mask": mask, "token_type_ids": 0 * mask}
     axes = {n: {0: "batch", 1: "sequence"} for n in [*names, "last_hidden_state"]}
     # The legacy TorchScript exporter needs no onnxscript; its deprecation and tracer warnings are
     # expected here and would otherwise reach the user (or fail tests run with -W error).
@@ -119,9 +117,16 @@ def _export_fp32(spec: ModelSpec, out: Path) -> None:
 def _quantize(fp32: Path, out: Path) -> None:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        quantize_dynamic(fp32, out, per_channel=True, weight_type=QuantType.QInt8)
+    def not_onnxruntime(record: logging.LogRecord) -> bool:  # its root-logger chatter is not for users
+        return "onnxruntime" not in record.pathname
+
+    logging.getLogger().addFilter(not_onnxruntime)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            quantize_dynamic(fp32, out, per_channel=True, weight_type=QuantType.QInt8)
+    finally:
+        logging.getLogger().removeFilter(not_onnxruntime)
 
 
 class OnnxEmbedder(_TokenCounter):
@@ -145,7 +150,6 @@ class OnnxEmbedder(_TokenCounter):
 
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = min(_cpus(), _MAX_THREADS)
-        opts.inter_op_num_threads = 1
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         opts.log_severity_level = 3  # errors only: no notes about fused or unused initializers
         try:
@@ -192,6 +196,4 @@ def _padding(tok: Any, model: Path) -> dict[str, Any]:
 
 def _cpus() -> int:
     """CPUs this process may run on (the affinity mask honours taskset and container cpusets)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1

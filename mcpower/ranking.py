@@ -107,18 +107,25 @@ def best_snippet(text: str, terms: list[str], max_chars: int) -> str:
         for m in _SEGMENT.finditer(text)
         if m.end() > m.start()
     ]
-    best_start, best_hits = 0, -1
+    room = max(max_chars - 2, 1)  # the "…" marks on both sides count toward max_chars
+    best_hits, best_start, best_end = -1, 0, room
     for i, seg in enumerate(segments):
         hits, j = 0, i
-        while j < len(segments) and segments[j].end - seg.start <= max_chars:
+        while j < len(segments) and segments[j].end - seg.start <= room:
             hits += segments[j].hits
             j += 1
+        if j > i:  # whole sentences or lines
+            start, end = seg.start, segments[j - 1].end
+        else:  # one sentence longer than the room: cut it around its first hit
+            hits = seg.hits
+            at = min(
+                (lower.find(t, seg.start, seg.end) for t in set(terms) if t in lower[seg.start : seg.end]),
+                default=seg.start,
+            )
+            start = max(seg.start, min(at - room // 3, seg.end - room))
+            end = start + room
         if hits > best_hits:
-            best_start, best_hits = seg.start, hits
-    window = text[best_start : best_start + max_chars]
-    cut = max(window.rfind(". "), window.rfind("\n"))
-    if cut > max_chars // 2:
-        window = window[: cut + 1]
+            best_hits, best_start, best_end = hits, start, end
     prefix = "…" if best_start > 0 else ""
-    suffix = "…" if best_start + len(window) < len(text) else ""
-    return (prefix + window.strip() + suffix)[:max_chars]
+    suffix = "…" if best_end < len(text) else ""
+    return (prefix + text[best_start:best_end].strip() + suffix)[:max_chars]

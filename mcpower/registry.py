@@ -147,7 +147,10 @@ class Registry:
             except McpowerError as e:
                 key = _entry_key(folder, self.root)
                 found[key] = DatasetEntry(key, folder, None, e)
-                logger.warning("dataset.error %s", e.message, extra={"event": "dataset.error", "dataset": key})
+                with self._lock:
+                    before = self._entries.get(key)
+                if before is None or before.error is None or before.error.message != e.message:  # log news only
+                    logger.warning("dataset.error %s", e.message, extra={"event": "dataset.error", "dataset": key})
                 continue
             entry = DatasetEntry(manifest.id, folder, manifest, None, _stamp_of(path))
             with self._lock:
@@ -326,6 +329,7 @@ class Registry:
             stores = [self.store(dataset)]
         else:
             stores, failed = [], []
+            self.scan()  # pick up datasets ingested (or broken) since the last look
             for i in self.ready_ids():
                 try:  # one corrupt dataset must not break the search of the others
                     stores.append(self.store(i))

@@ -1,0 +1,179 @@
+"""Startup benchmark for MCP stdio servers: spawn -> initialize response.
+
+Two modes:
+
+    python benchmarks/bare_server.py serve
+        Run a bare MCPServer (one trivial tool) over stdio. This is the
+        baseline: what the SDK + interpreter cost before any project code.
+
+    python benchmarks/bare_server.py measure [--cmd "CMD ..."] [-n 10] [--warmup 1]
+        Spawn CMD (default: this file's ``serve`` with the current interpreter)
+        N times; for each run send ``initialize`` as one JSON line on stdin and
+        time until the matching response line arrives on stdout. Then send
+        ``notifications/initialized``, optionally ``tools/list`` (--tools-list),
+        close stdin and time the exit. Prints median / p95 / min / max.
+        Example: python benchmarks/bare_server.py measure --cmd "mcpower serve --stdio"
+
+The measuring side imports only the standard library (the mcp import happens
+inside ``serve``), so the numbers are the server's, not the client's.
+p95 is nearest-rank: with n <= 20 it is the maximum.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+PROTOCOL_VERSION = "2025-11-25"
+
+
+def serve() -> None:
+    from mcp.server import MCPServer  # imported here so `measure` stays stdlib-only
+
+    server = MCPServer("bare")
+
+    @server.tool()
+    def echo(text: str) -> str:
+        """Return the text unchanged."""
+        return text
+
+    server.run("stdio")
+
+
+def _line(obj: dict[str, object]) -> bytes:
+    return (json.dumps(obj, separators=(",", ":")) + "\n").encode()
+
+
+def _read_response(proc: subprocess.Popen[bytes], want_id: int, deadline: float) -> tuple[dict[str, object], int]:
+    """Read stdout lines until the JSON-RPC response with id ``want_id``; count non-JSON lines."""
+    assert proc.stdout is not None
+    junk = 0
+    while True:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no response to id {want_id}")
+        raw = proc.stdout.readline()
+        if not raw:
+            raise EOFError(f"server closed stdout before answering id {want_id} (rc={proc.poll()})")
+        try:
+            msg = json.loads(raw)
+        except ValueError:
+            junk += 1  # a stray print on stdout: a protocol violation worth reporting
+            continue
+        if isinstance(msg, dict) and msg.get("id") == want_id:
+            return msg, junk
+
+
+def _one_run(argv: list[str], timeout: float, tools_list: bool) -> dict[str, float | int]:
+    with tempfile.TemporaryFile() as errf:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errf)
+        assert proc.stdin is not None
+        deadline = time.monotonic() + timeout
+        try:
+            # Written before the server is up: the pipe buffers it, as a real client's would.
+            proc.stdin.write(
+                _line(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": 1,
+                        "method": "initialize",
+                        "params": {
+                            "protocolVersion": PROTOCOL_VERSION,
+                            "capabilities": {},
+                            "clientInfo": {"name": "bare-bench", "version": "0"},
+                        },
+                    }
+                )
+            )
+            proc.stdin.flush()
+            resp, junk = _read_response(proc, 1, deadline)
+            t_init = time.perf_counter() - t0
+            if "result" not in resp:
+                raise RuntimeError(f"initialize failed: {resp}")
+            proc.stdin.write(_line({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            result: dict[str, float | int] = {"init": t_init, "junk": junk}
+            if tools_list:
+                proc.stdin.write(_line({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}))
+                proc.stdin.flush()
+                resp, junk2 = _read_response(proc, 2, deadline)
+                result["tools_list"] = time.perf_counter() - t0
+                result["junk"] = junk + junk2
+            proc.stdin.flush()
+            t_close = time.perf_counter()
+            proc.stdin.close()
+            try:
+                proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+                result["exit"] = time.perf_counter() - t_close
+                result["rc"] = proc.returncode
+            except subprocess.TimeoutExpired:
+                result["exit"] = math.nan
+                result["rc"] = -999
+            return result
+        except BaseException:
+            errf.seek(0)
+            sys.stderr.write(errf.read().decode(errors="replace")[-2000:])
+            raise
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+def _stats(values: list[float]) -> str:
+    vals = sorted(v for v in values if not math.isnan(v))
+    if not vals:
+        return "n/a"
+    p95 = vals[max(0, math.ceil(0.95 * len(vals)) - 1)]
+
+    def ms(v: float) -> str:
+        return f"{v * 1000:.0f}"
+
+    return (
+        f"median {ms(statistics.median(vals))} ms  p95 {ms(p95)} ms  "
+        f"min {ms(vals[0])} ms  max {ms(vals[-1])} ms  (n={len(vals)})"
+    )
+
+
+def measure(argv: list[str], runs: int, warmup: int, timeout: float, tools_list: bool) -> int:
+    print(f"command: {shlex.join(argv)}")
+    for _ in range(warmup):
+        _one_run(argv, timeout, tools_list)  # fills the page cache and __pycache__
+    results = [_one_run(argv, timeout, tools_list) for _ in range(runs)]
+    print(f"spawn -> initialize response: {_stats([r['init'] for r in results])}")
+    if tools_list:
+        print(f"spawn -> tools/list response: {_stats([r['tools_list'] for r in results])}")
+    print(f"stdin EOF -> process exit:    {_stats([r['exit'] for r in results])}")
+    rcs = sorted({int(r["rc"]) for r in results})
+    junk = sum(int(r["junk"]) for r in results)
+    print(f"exit codes: {rcs}; non-JSON stdout lines: {junk}")
+    return 0 if rcs == [0] and junk == 0 else 1
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="mode", required=True)
+    sub.add_parser("serve", help="run the bare server over stdio")
+    m = sub.add_parser("measure", help="time spawn -> initialize response")
+    m.add_argument("--cmd", help="server command line (default: this file's `serve`)")
+    m.add_argument("-n", "--runs", type=int, default=10)
+    m.add_argument("--warmup", type=int, default=1)
+    m.add_argument("--timeout", type=float, default=60.0, help="seconds per run")
+    m.add_argument("--tools-list", action="store_true", help="also time the first tools/list")
+    args = parser.parse_args()
+    if args.mode == "serve":
+        serve()
+        return 0
+    argv = shlex.split(args.cmd) if args.cmd else [sys.executable, os.path.abspath(__file__), "serve"]
+    return measure(argv, args.runs, args.warmup, args.timeout, args.tools_list)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

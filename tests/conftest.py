@@ -1,0 +1,218 @@
+"""Shared fixtures: a deterministic fake embedder, a tiny corpus, isolation from the user's environment."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mcpower import embedding
+from mcpower.ingestion import ingest
+from mcpower.registry import Registry
+
+_WORD = re.compile(r"\w+")
+_TOKEN = re.compile(r"\w+|[^\w\s]")
+
+
+def count_words(texts: Sequence[str]) -> list[int]:
+    """A token counter for the chunker: words and punctuation marks, one token each."""
+    return [len(_TOKEN.findall(t)) for t in texts]
+
+
+class FakeEmbedder:
+    """Hashes lower-cased words into a small unit vector: texts sharing words are similar.
+
+    Implements the `mcpower.embedding.Embedder` protocol without loading any model (the idea of
+    simonw/llm's test embedder).
+    """
+
+    model_name = "fake-hash-embedder"
+    model_fingerprint = "fake-hash-v1"
+    backend = "onnx"
+    dimension = 256
+    max_tokens = 256
+
+    def __init__(self) -> None:
+        self.embedded: list[str] = []  # every document text embedded, in order
+        self.queries: list[str] = []
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        return count_words(texts)
+
+    def _vector(self, text: str) -> np.ndarray:
+        v = np.zeros(self.dimension, dtype=np.float32)
+        for word in _WORD.findall(text.lower()):
+            bucket = int.from_bytes(hashlib.blake2b(word.encode(), digest_size=4).digest(), "big")
+            v[bucket % self.dimension] += 1.0
+        norm = float(np.linalg.norm(v))
+        if norm == 0.0:
+            v[0], norm = 1.0, 1.0
+        return v / norm
+
+    def embed_documents(self, texts: Sequence[str], progress: Callable[[int], None] | None = None) -> np.ndarray:
+        self.embedded.extend(texts)
+        out = np.vstack([self._vector(t) for t in texts]) if texts else np.zeros((0, self.dimension))
+        if progress:
+            progress(len(texts))
+        return out.astype(np.float32)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        self.queries.append(text)
+        return self._vector(text)
+
+
+@pytest.fixture(autouse=True)
+def isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No MCPOWER_* settings, no network, caches and the working directory inside tmp_path."""
+    for name in list(os.environ):
+        if name.startswith("MCPOWER_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    work = tmp_path / "cwd"
+    work.mkdir()
+    monkeypatch.chdir(work)
+
+
+@pytest.fixture
+def fake_embedder(monkeypatch: pytest.MonkeyPatch) -> FakeEmbedder:
+    """The fake, also returned by `mcpower.embedding.load_embedder` (used by ingest and the registry)."""
+    fake = FakeEmbedder()
+    calls: list[tuple[str, str]] = []
+
+    def load(model: str = embedding.DEFAULT_MODEL, backend: str = "onnx") -> FakeEmbedder:
+        calls.append((model, backend))
+        return fake
+
+    monkeypatch.setattr(embedding, "load_embedder", load)
+    fake.load_calls = calls  # type: ignore[attr-defined]
+    return fake
+
+
+INSTALL_MD = """\
+# Installation
+
+How to install the widget toolkit on your machine.
+
+## Linux
+
+Use the package manager to install the zephyrine package.
+The zephyrine daemon starts on boot and zephyrine logs go to the journal.
+
+## Windows
+
+Run the installer and reboot the machine.
+"""
+
+USAGE_MD = """\
+---
+title: Usage notes
+---
+
+Start the toolkit with a configuration file and watch the output.
+
+## Flags
+
+The verbose flag prints quokka diagnostics; quokka output is colourful.
+"""
+
+REFERENCE_MD = """\
+# API reference
+
+## Functions
+
+### connect()
+
+Opens a connection to the marmalade server and returns a marmalade session.
+
+```python
+session = connect("marmalade://localhost")
+```
+"""
+
+NOTES_TXT = """\
+Meeting notes from the planning session.
+
+We agreed to ship the harpsichord feature next month; harpsichord tuning comes later.
+"""
+
+INTRO_RST = """\
+Introduction
+============
+
+The toolkit documentation, written in reStructuredText.
+
+Background
+----------
+
+It grew out of the bramblewood project, and bramblewood people still maintain it.
+"""
+
+# Paths the corpus fixture ingests, and what it must leave out.
+CORPUS_DOCUMENTS = ["api/reference.md", "guide/install.md", "guide/usage.md", "intro.rst", "notes.txt"]
+
+
+def write_files(root: Path, files: dict[str, str | bytes]) -> Path:
+    for rel, content in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
+    return root
+
+
+@pytest.fixture
+def corpus(tmp_path: Path) -> Path:
+    """Five documents in nested folders, plus files ingest must skip or ignore."""
+    return write_files(
+        tmp_path / "corpus",
+        {
+            "guide/install.md": INSTALL_MD,
+            "guide/usage.md": USAGE_MD,
+            "api/reference.md": REFERENCE_MD,
+            "notes.txt": NOTES_TXT,
+            "intro.rst": INTRO_RST,
+            "unsupported.html": "<p>zephyrine</p>",
+            ".hidden/secret.md": "# Secret\n\nzephyrine secrets\n",
+            ".gitignore": "ignored.md\n",
+            "ignored.md": "# Ignored\n\nzephyrine ignored\n",
+            "binary.md": b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR zephyrine",
+            "latin1.md": "# Caf\u00e9\n\nzephyrine cr\u00e8me br\u00fbl\u00e9e\n".encode("latin-1"),
+        },
+    )
+
+
+@pytest.fixture
+def datasets_dir(tmp_path: Path) -> Path:
+    return tmp_path / "datasets"
+
+
+@pytest.fixture
+def make_registry(datasets_dir: Path, fake_embedder: FakeEmbedder) -> Iterator[Callable[[], Registry]]:
+    """Registries over `datasets_dir` searching with the fake; all closed at teardown."""
+    made: list[Registry] = []
+
+    def make() -> Registry:
+        registry = Registry(datasets_dir)
+        made.append(registry)
+        return registry
+
+    yield make
+    for registry in made:
+        registry.close()
+
+
+@pytest.fixture
+def ingested(
+    corpus: Path, datasets_dir: Path, fake_embedder: FakeEmbedder, make_registry: Callable[[], Registry]
+) -> tuple[Path, Registry]:
+    """The corpus ingested as dataset 'docs': (datasets dir, a registry over it)."""
+    ingest(corpus, datasets_dir, dataset_id="docs", embedder=FakeEmbedder())
+    return datasets_dir, make_registry()

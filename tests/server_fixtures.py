@@ -1,0 +1,297 @@
+"""Corpora, dataset builders and a subprocess launcher shared by the MCP server tests.
+
+Two small datasets: ``handbook`` (a toolkit manual, chunked small so one section spans several
+chunks) and ``recipes`` (a cookbook). The word "toolkit" appears in both, so an all-datasets search
+for it merges results from each.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import queue
+import shutil
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from conftest import FakeEmbedder, write_files
+
+from mcpower.ingestion import ingest
+
+TESTS_DIR = Path(__file__).resolve().parent
+REPO_ROOT = TESTS_DIR.parent
+
+# One long paragraph per line, so the small chunk size splits the section into several chunks.
+_SETUP_LINES = "\n".join(
+    f"Step {n}: configure the zephyrine daemon option number {n} and restart the service afterwards."
+    for n in range(1, 13)
+)
+
+HANDBOOK = {
+    "guide/install.md": (
+        "# Installation\n\n"
+        "How to install the widget toolkit on your machine.\n\n"
+        "## Linux\n\n"
+        "Use the package manager to install the zephyrine package.\n\n"
+        "## Setup\n\n"
+        f"{_SETUP_LINES}\n\n"
+        "## Windows\n\n"
+        "Run the installer and reboot the machine.\n"
+    ),
+    "guide/usage.md": (
+        "# Usage notes\n\nStart the toolkit with a configuration file.\n\n"
+        "## Flags\n\nThe verbose flag prints quokka diagnostics; quokka output is colourful.\n"
+    ),
+    "api/reference.md": (
+        "# API reference\n\n## connect()\n\nOpens a connection to the marmalade server and returns a marmalade session.\n"
+    ),
+    "notes.txt": "Meeting notes from the planning session.\n\nWe agreed to ship the harpsichord feature next month.\n",
+}
+
+RECIPES = {
+    "bread.md": (
+        "# Sourdough bread\n\n## Starter\n\nFeed the rye starter twice a day with flour and water.\n\n"
+        "## Baking\n\nBake the loaf in a hot dutch oven; a kitchen toolkit helps with scoring.\n"
+    ),
+    "soup/pumpkin.md": "# Pumpkin soup\n\nRoast the pumpkin with cardamom, then blend it with stock.\n",
+}
+
+HANDBOOK_CHUNKING = {"chunk_tokens": 40, "overlap": 8}
+
+
+def build_datasets(root: Path) -> Path:
+    """Write both corpora under ``root`` and ingest them into ``root/datasets``; returns the datasets dir."""
+    datasets = root / "datasets"
+    write_files(root / "src" / "handbook", HANDBOOK)
+    write_files(root / "src" / "recipes", RECIPES)
+    ingest_handbook(root)
+    ingest(
+        root / "src" / "recipes",
+        datasets,
+        dataset_id="recipes",
+        name="Recipes",
+        description="A small cookbook",
+        embedder=FakeEmbedder(),
+    )
+    return datasets
+
+
+def copy_datasets(template: Path, root: Path) -> Path:
+    """Copy a ``build_datasets`` tree (sources and datasets) into ``root``: much faster than ingesting again."""
+    for part in ("src", "datasets"):
+        shutil.copytree(template / part, root / part)
+    return root / "datasets"
+
+
+def ingest_handbook(root: Path) -> None:
+    ingest(
+        root / "src" / "handbook",
+        root / "datasets",
+        dataset_id="handbook",
+        name="Handbook",
+        description="The widget toolkit manual",
+        embedder=FakeEmbedder(),
+        **HANDBOOK_CHUNKING,
+    )
+
+
+def add_broken_dataset(datasets: Path, name: str = "broken") -> None:
+    """A third dataset folder whose manifest.json is not valid JSON."""
+    (datasets / name).mkdir(parents=True, exist_ok=True)
+    (datasets / name / "manifest.json").write_text('{"id": "broken", "name": ', encoding="utf-8")
+
+
+def corrupt_index(datasets: Path, dataset_id: str) -> Path:
+    """Flip bytes in the dataset's FAISS file so its checksum no longer matches the manifest."""
+    manifest = json.loads((datasets / dataset_id / "manifest.json").read_text(encoding="utf-8"))
+    index = datasets / dataset_id / manifest["index"]
+    data = bytearray(index.read_bytes())
+    for i in range(len(data) // 2, len(data) // 2 + 16):
+        data[i] ^= 0xFF
+    index.write_bytes(bytes(data))
+    return index
+
+
+LAUNCHER = """\
+import sys
+
+sys.path[:0] = {paths!r}
+from conftest import FakeEmbedder
+
+from mcpower import embedding
+
+embedding.load_embedder = lambda model=None, backend=None: FakeEmbedder()
+sys.argv = ["mcpower", *sys.argv[1:]]
+from mcpower.cli import main
+
+main()
+"""
+
+
+def write_launcher(folder: Path) -> Path:
+    """A script that runs `mcpower` with the fake embedder patched in (a subprocess cannot be monkeypatched)."""
+    path = folder / "fake_mcpower.py"
+    path.write_text(LAUNCHER.format(paths=[str(TESTS_DIR), str(REPO_ROOT)]), encoding="utf-8")
+    return path
+
+
+def subprocess_env() -> dict[str, str]:
+    """The test's environment (already isolated by conftest), unbuffered, without PYTHONPATH surprises."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MCPOWER_")}
+    env["PYTHONUNBUFFERED"] = "1"
+    env.pop("PYTHONPATH", None)
+    return env
+
+
+# ---------------------------------------------------------------- a stdlib JSON-lines MCP client
+
+PROTOCOL_VERSION = "2025-11-25"
+
+
+class StdioServer:
+    """A server subprocess driven over pipes; every read has a deadline, so no test can hang.
+
+    Reader threads move stdout and stderr lines into queues; ``stdout_lines`` and ``stderr_lines``
+    keep everything seen, for checks after the process has exited.
+    """
+
+    def __init__(self, args: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> None:
+        self.proc = subprocess.Popen(
+            args,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env if env is not None else subprocess_env(),
+            cwd=cwd,
+        )
+        self.stdout_lines: list[bytes] = []
+        self.stderr_lines: list[bytes] = []
+        self._out: queue.Queue[bytes | None] = queue.Queue()
+        self._readers = [
+            threading.Thread(target=self._pump, args=(self.proc.stdout, self.stdout_lines, self._out), daemon=True),
+            threading.Thread(target=self._pump, args=(self.proc.stderr, self.stderr_lines, None), daemon=True),
+        ]
+        for t in self._readers:
+            t.start()
+        self._next_id = 0
+        self.messages: dict[Any, dict[str, Any]] = {}  # responses by id (the last one, for a repeated id)
+        self.received: list[dict[str, Any]] = []  # every message read from stdout, in order
+
+    @staticmethod
+    def _pump(stream: Any, keep: list[bytes], q: queue.Queue[bytes | None] | None) -> None:
+        for line in iter(stream.readline, b""):
+            keep.append(line)
+            if q is not None:
+                q.put(line)
+        if q is not None:
+            q.put(None)
+
+    # -- writing
+
+    def send_raw(self, data: bytes) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(data)
+        self.proc.stdin.flush()
+
+    def send(self, message: dict[str, Any]) -> None:
+        self.send_raw(json.dumps(message).encode() + b"\n")
+
+    def request(self, method: str, params: dict[str, Any] | None = None) -> int:
+        self._next_id += 1
+        msg: dict[str, Any] = {"jsonrpc": "2.0", "id": self._next_id, "method": method}
+        if params is not None:
+            msg["params"] = params
+        self.send(msg)
+        return self._next_id
+
+    def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
+        msg: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            msg["params"] = params
+        self.send(msg)
+
+    # -- reading
+
+    def wait_for(self, request_id: Any, timeout: float = 15.0) -> dict[str, Any]:
+        """The response to ``request_id``; fails after ``timeout`` seconds or if stdout closes first."""
+        deadline = time.monotonic() + timeout
+        while request_id not in self.messages:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"no response to id {request_id!r} within {timeout} s; stderr:\n{self.stderr()}")
+            try:
+                line = self._out.get(timeout=left)
+            except queue.Empty:
+                continue
+            if line is None:
+                raise AssertionError(f"stdout closed before a response to {request_id!r}; stderr:\n{self.stderr()}")
+            msg = json.loads(line)
+            self.received.append(msg)
+            if "id" in msg:
+                self.messages[msg["id"]] = msg
+        return self.messages[request_id]
+
+    def call(self, method: str, params: dict[str, Any] | None = None, timeout: float = 15.0) -> dict[str, Any]:
+        """A request that must succeed; returns its ``result``."""
+        response = self.wait_for(self.request(method, params), timeout)
+        assert "result" in response, response
+        return response["result"]  # type: ignore[no-any-return]
+
+    def initialize(self, timeout: float = 30.0) -> dict[str, Any]:
+        result = self.call(
+            "initialize",
+            {
+                "protocolVersion": PROTOCOL_VERSION,
+                "capabilities": {},
+                "clientInfo": {"name": "mcpower-tests", "version": "1"},
+            },
+            timeout=timeout,
+        )
+        self.notify("notifications/initialized")
+        return result
+
+    def call_tool(self, name: str, arguments: dict[str, Any], timeout: float = 15.0) -> dict[str, Any]:
+        return self.call("tools/call", {"name": name, "arguments": arguments}, timeout)
+
+    # -- ending
+
+    def wait_exit(self, timeout: float) -> int:
+        """The exit code; fails if the process is still running after ``timeout`` seconds."""
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"server still running {timeout} s later; stderr:\n{self.stderr()}") from None
+
+    def close_stdin(self) -> None:
+        assert self.proc.stdin is not None
+        if not self.proc.stdin.closed:
+            self.proc.stdin.close()
+
+    def stop(self) -> None:
+        """Kill the process if it still runs, and release the pipes and reader threads."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(timeout=10)
+        with contextlib.suppress(BrokenPipeError):
+            self.close_stdin()
+        for t in self._readers:
+            t.join(timeout=5)
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                stream.close()
+
+    def stderr(self) -> str:
+        return b"".join(self.stderr_lines).decode("utf-8", "replace")
+
+    def log_records(self) -> list[dict[str, Any]]:
+        """Every stderr line parsed as JSON (fails on a line that is not a JSON object)."""
+        records = []
+        for line in self.stderr_lines:
+            record = json.loads(line)
+            assert isinstance(record, dict), line
+            records.append(record)
+        return records

@@ -1,0 +1,89 @@
+"""The CLI's light paths never import the heavy libraries (qmd's cli-lazy-llm-import test, in Python).
+
+Each check runs in a fresh interpreter: this test process has long since imported everything.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import FakeEmbedder
+
+from mcpower.ingestion import ingest
+
+HEAVY = ("torch", "sentence_transformers", "faiss", "onnxruntime", "transformers")
+
+# Runs `mcpower ARGS...` (or just imports a module) in this interpreter, then prints which heavy
+# modules ended up in sys.modules, as the last line of stdout.
+WRAPPER = """
+import json, runpy, sys
+heavy, args = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+if args and args[0] == "import":
+    __import__(args[1])
+else:
+    sys.argv = ["mcpower", *args]
+    try:
+        runpy.run_module("mcpower", run_name="__main__", alter_sys=True)
+    except SystemExit as e:
+        print(f"exit {e.code}", file=sys.stderr)
+loaded = sorted(m for m in sys.modules if m.split(".")[0] in heavy)
+print("\\nLOADED " + json.dumps(loaded))
+"""
+
+
+def loaded_after(*args: str | Path) -> tuple[list[str], subprocess.CompletedProcess[str]]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MCPOWER_")}
+    env["HF_HUB_OFFLINE"] = "1"
+    proc = subprocess.run(
+        [sys.executable, "-c", WRAPPER, json.dumps(HEAVY), json.dumps([str(a) for a in args])],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    last = proc.stdout.rstrip().splitlines()[-1] if proc.stdout.strip() else ""
+    assert last.startswith("LOADED "), (proc.stdout, proc.stderr)
+    return json.loads(last[len("LOADED ") :]), proc
+
+
+def test_the_wrapper_sees_heavy_imports() -> None:
+    loaded, _ = loaded_after("import", "faiss")
+
+    assert "faiss" in loaded  # so an empty list below means something
+
+
+@pytest.mark.parametrize("module", ["mcpower", "mcpower.cli"])
+def test_importing_loads_nothing_heavy(module: str) -> None:
+    loaded, _ = loaded_after("import", module)
+
+    assert loaded == []
+
+
+def test_help_loads_nothing_heavy() -> None:
+    loaded, proc = loaded_after("--help")
+
+    assert "exit 0" in proc.stderr
+    assert "ingest" in proc.stdout
+    assert loaded == []
+
+
+def test_validate_of_an_empty_folder_loads_nothing_heavy(tmp_path: Path) -> None:
+    loaded, proc = loaded_after("validate", "--datasets-dir", tmp_path)
+
+    assert "no datasets under" in proc.stderr  # it really ran
+    assert loaded == []
+
+
+def test_datasets_listing_loads_nothing_heavy(corpus: Path, datasets_dir: Path) -> None:
+    ingest(corpus, datasets_dir, dataset_id="docs", embedder=FakeEmbedder())
+
+    loaded, proc = loaded_after("datasets", "--datasets-dir", datasets_dir)
+
+    assert proc.stdout.startswith("docs ")
+    assert loaded == []

@@ -1,0 +1,400 @@
+"""`mcpower serve --stdio` as a real subprocess: a stdlib JSON-lines client, signals, bad input, a Node client.
+
+The fast tests run the CLI through a launcher that patches in the fake embedder (see
+server_fixtures.write_launcher); the slow one runs the real command with the packaged model.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from server_fixtures import (
+    HANDBOOK,
+    RECIPES,
+    StdioServer,
+    add_broken_dataset,
+    build_datasets,
+    copy_datasets,
+    subprocess_env,
+    write_launcher,
+)
+
+from mcpower import __version__
+
+TOOLS = {"knowledge_search", "knowledge_list_datasets", "knowledge_get_source", "knowledge_get_metadata"}
+CLIENTS_DIR = Path(__file__).resolve().parent / "clients"
+EXIT_BUDGET = 2.0  # seconds from EOF or a signal to the process being gone
+
+
+@pytest.fixture(scope="session")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Both datasets, ingested once per session."""
+    root = tmp_path_factory.mktemp("template")
+    build_datasets(root)
+    return root
+
+
+@pytest.fixture
+def datasets(template: Path, tmp_path: Path) -> Path:
+    """A private copy of the datasets (tests corrupt and re-ingest them), with their sources in tmp_path/src."""
+    return copy_datasets(template, tmp_path)
+
+
+@pytest.fixture
+def launcher(tmp_path: Path) -> Path:
+    return write_launcher(tmp_path)
+
+
+@pytest.fixture
+def serve(launcher: Path) -> Iterator[Callable[..., StdioServer]]:
+    """Starts `mcpower serve --stdio` (fake embedder) subprocesses; kills and reaps them at teardown."""
+    started: list[StdioServer] = []
+
+    def start(datasets: Path, *extra: str) -> StdioServer:
+        server = StdioServer(
+            [sys.executable, str(launcher), "serve", "--stdio", "--datasets-dir", str(datasets), *extra]
+        )
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+def assert_clean_stdout(server: StdioServer) -> None:
+    """Every stdout line is one JSON-RPC 2.0 message."""
+    assert server.stdout_lines
+    for line in server.stdout_lines:
+        assert line.endswith(b"\n")
+        msg = json.loads(line)
+        assert isinstance(msg, dict) and msg.get("jsonrpc") == "2.0", line
+
+
+def events(server: StdioServer, name: str) -> list[dict[str, Any]]:
+    return [r for r in server.log_records() if r.get("event") == name]
+
+
+# ---------------------------------------------------------------- a whole session
+
+
+def test_session_over_stdio(serve: Callable[..., StdioServer], datasets: Path) -> None:
+    server = serve(datasets)
+    init = server.initialize()
+    assert init["serverInfo"]["name"] == "mcpower"
+    assert init["serverInfo"]["version"] == __version__
+    assert "tools" in init["capabilities"] and "resources" in init["capabilities"]
+    assert "untrusted" in init["instructions"]
+
+    tools = {t["name"]: t for t in server.call("tools/list")["tools"]}
+    assert set(tools) == TOOLS
+    assert all("outputSchema" in t for t in tools.values())
+
+    result = server.call_tool("knowledge_search", {"query": "harpsichord feature", "top_k": 3})
+    assert not result.get("isError")
+    data = result["structuredContent"]
+    assert json.loads(result["content"][0]["text"]) == data
+    assert data["status"] == "ok"
+    assert data["results"][0]["path"] == "notes.txt"
+    assert sorted(data["meta"]["datasets"]) == ["handbook", "recipes"]
+    assert all(0 <= r["score"] <= 1 for r in data["results"])
+
+    rid = data["results"][0]["result_id"]
+    source = server.call_tool("knowledge_get_source", {"result_id": rid, "scope": "chunk"})["structuredContent"]
+    assert "harpsichord" in source["content"]
+
+    error = server.call_tool("knowledge_search", {"query": "x", "dataset": "nope"})
+    assert error["isError"] is True
+    assert error["structuredContent"]["error"]["code"] == "DATASET_NOT_FOUND"
+
+    resources = server.call("resources/list")["resources"]
+    assert len(resources) == len(HANDBOOK) + len(RECIPES)
+    doc = server.call("resources/read", {"uri": "mcpower://recipes/bread.md"})
+    assert doc["contents"][0]["text"] == RECIPES["bread.md"]
+    assert server.call("ping") == {}
+
+    # stdin EOF: a clean exit, promptly.
+    started = time.monotonic()
+    server.close_stdin()
+    assert server.wait_exit(EXIT_BUDGET) == 0
+    assert time.monotonic() - started < EXIT_BUDGET
+    server.stop()
+
+    assert_clean_stdout(server)
+    # stderr: JSON log lines only.
+    (startup,) = events(server, "server.startup")
+    assert startup["version"] == __version__
+    assert startup["datasets"] == ["handbook", "recipes"]
+    assert startup["level"] == "info" and startup["ts"].endswith("Z")
+    invocations = events(server, "tool.invocation")
+    assert len(invocations) == 2
+    ok = invocations[0]
+    assert ok["tool"] == "knowledge_search"
+    assert ok["query_length"] == len("harpsichord feature")
+    assert ok["top_k"] == 3
+    assert ok["result_count"] == len(data["results"])
+    assert ok["status"] == "ok"
+    assert isinstance(ok["duration_ms"], (int, float)) and ok["duration_ms"] >= 0
+    assert invocations[1]["status"] == "error" and invocations[1]["result_count"] is None
+    # At info level the query text itself is never logged.
+    assert "harpsichord" not in server.stderr()
+    assert events(server, "server.shutdown")
+
+
+def test_debug_level_logs_the_query(serve: Callable[..., StdioServer], datasets: Path) -> None:
+    server = serve(datasets, "--log-level", "debug")
+    server.initialize()
+    server.call_tool("knowledge_search", {"query": "harpsichord feature"})
+    server.close_stdin()
+    assert server.wait_exit(EXIT_BUDGET) == 0
+    server.stop()
+    assert "harpsichord feature" in server.stderr()
+    assert server.log_records()
+
+
+def test_seed_tool_names_over_stdio(serve: Callable[..., StdioServer], datasets: Path) -> None:
+    server = serve(datasets, "--tool-names", "seed")
+    server.initialize()
+    names = {t["name"] for t in server.call("tools/list")["tools"]}
+    assert names == {"knowledge.search", "knowledge.listDatasets", "knowledge.getSource", "knowledge.getMetadata"}
+    result = server.call_tool("knowledge.search", {"query": "pumpkin", "dataset": "recipes"})
+    assert result["structuredContent"]["results"][0]["path"] == "soup/pumpkin.md"
+
+
+# ---------------------------------------------------------------- shutdown
+
+
+@pytest.mark.parametrize("after_search", [False, True], ids=["idle", "after-search"])
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_signal_exits_promptly(
+    serve: Callable[..., StdioServer], datasets: Path, signum: signal.Signals, after_search: bool
+) -> None:
+    server = serve(datasets)
+    server.initialize()  # the event loop, and with it the signal handler, is running
+    if after_search:
+        result = server.call_tool("knowledge_search", {"query": "zephyrine"})
+        assert result["structuredContent"]["status"] == "ok"
+    started = time.monotonic()
+    server.proc.send_signal(signum)
+    assert server.wait_exit(EXIT_BUDGET) == 0
+    assert time.monotonic() - started < EXIT_BUDGET
+    server.stop()
+    assert_clean_stdout(server)
+    (shutdown,) = events(server, "server.shutdown")
+    assert shutdown["signal"] == signum.name
+
+
+def test_eof_before_initialize_exits(serve: Callable[..., StdioServer], datasets: Path) -> None:
+    server = serve(datasets)
+    server.close_stdin()
+    assert server.wait_exit(15) == 0
+    server.stop()
+    assert server.stdout_lines == []
+    assert events(server, "server.startup")
+
+
+# ---------------------------------------------------------------- robustness
+
+
+def test_broken_manifest_beside_a_good_dataset(serve: Callable[..., StdioServer], datasets: Path) -> None:
+    add_broken_dataset(datasets)
+    server = serve(datasets)
+    server.initialize()
+    listed = server.call_tool("knowledge_list_datasets", {})["structuredContent"]["datasets"]
+    status = {d["id"]: d["status"] for d in listed}
+    assert status == {"broken": "error", "handbook": "ready", "recipes": "ready"}
+    broken = next(d for d in listed if d["id"] == "broken")
+    assert "manifest.json" in broken["error"]
+    result = server.call_tool("knowledge_search", {"query": "marmalade session", "dataset": "handbook"})
+    assert result["structuredContent"]["results"][0]["path"] == "api/reference.md"
+    server.close_stdin()
+    assert server.wait_exit(EXIT_BUDGET) == 0
+    server.stop()
+    (startup,) = events(server, "server.startup")
+    assert startup["datasets"] == ["handbook", "recipes"]
+    assert startup["datasets_with_errors"] == ["broken"]
+    assert any(r.get("event") == "dataset.error" for r in server.log_records())
+
+
+def test_empty_datasets_dir(serve: Callable[..., StdioServer], tmp_path: Path) -> None:
+    server = serve(tmp_path / "nothing-here")
+    server.initialize()
+    assert server.call_tool("knowledge_list_datasets", {})["structuredContent"]["datasets"] == []
+    result = server.call_tool("knowledge_search", {"query": "anything", "dataset": "docs"})
+    assert result["isError"] is True
+    assert "mcpower ingest" in result["structuredContent"]["error"]["message"]
+    everything = server.call_tool("knowledge_search", {"query": "anything"})["structuredContent"]
+    assert everything["status"] == "empty" and everything["meta"]["datasets"] == []
+
+
+# A line the SDK cannot take as a message gets a JSON-RPC error (mcpower.transport), and the server carries on.
+MALFORMED = [
+    (b"this is not json\n", -32700, None),
+    (b'{"jsonrpc": "2.0", "id": 900, "method": "ping"\n', -32700, None),  # truncated object
+    (
+        b'[{"jsonrpc": "2.0", "id": 901, "method": "ping"}, {"jsonrpc": "2.0", "id": 902, "method": "ping"}]\n',
+        -32600,
+        None,
+    ),
+    (b'{"hello": 1}\n', -32600, None),
+    (b'{"id": 904, "method": "ping"}\n', -32600, 904),  # no "jsonrpc"
+    (b"42\n", -32600, None),
+    (b"\n", None, None),  # blank lines are skipped
+    (b"\xff\xfe\x00garbage\xc3\x28\n", -32700, None),  # invalid UTF-8
+    (b'{"jsonrpc": "2.0", "id": 903, "method": "tools/call", "params": {"name": 5}}\n', -32602, 903),
+    (b'{"jsonrpc": "2.0", "id": 905, "method": "no/such/method"}\n', -32601, 905),
+]
+
+
+def test_malformed_input_does_not_kill_the_server(serve: Callable[..., StdioServer], datasets: Path) -> None:
+    server = serve(datasets)
+    server.initialize()
+    for line, code, msg_id in MALFORMED:
+        seen = len(server.received)
+        ping = server.request("ping")
+        server.send_raw(line)
+        pong = server.request("ping")
+        assert server.wait_for(pong)["result"] == {}, line
+        replies = [m for m in server.received[seen:] if m.get("id") not in (ping, pong)]
+        if code is None:
+            assert replies == [], (line, replies)
+        else:
+            assert [(m["id"], m["error"]["code"]) for m in replies] == [(msg_id, code)], (line, replies)
+            assert replies[0]["error"]["message"]
+    # Invalid UTF-8 inside a string reaches the tool as replacement characters.
+    server.send_raw(
+        b'{"jsonrpc": "2.0", "id": 950, "method": "tools/call", "params": {"name": "knowledge_search",'
+        b' "arguments": {"query": "zephyrine \xff\xfe package"}}}\n'
+    )
+    answer = server.wait_for(950)
+    assert answer["result"]["structuredContent"]["status"] == "ok"
+    assert {t["name"] for t in server.call("tools/list")["tools"]} == TOOLS
+    server.close_stdin()
+    assert server.wait_exit(EXIT_BUDGET) == 0
+    server.stop()
+    assert_clean_stdout(server)
+    warnings = [r for r in server.log_records() if r.get("event") == "protocol.invalid_message"]
+    assert len(warnings) == sum(1 for _, code, _ in MALFORMED if code in (-32700, -32600))
+
+
+# ---------------------------------------------------------------- a non-Python client
+
+
+@pytest.fixture(scope="session")
+def node_client() -> Path:
+    """tests/clients with its npm dependencies installed (once per session); skips without node/npm or network."""
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None or npm is None:
+        pytest.skip("node and npm are needed for the Node.js MCP client test")
+    try:
+        done = subprocess.run(
+            # Offline, fail fast instead of retrying for minutes; with node_modules current it needs no network.
+            [
+                npm,
+                "install",
+                "--no-audit",
+                "--no-fund",
+                "--loglevel=error",
+                "--fetch-retries=1",
+                "--fetch-timeout=20000",
+            ],
+            cwd=CLIENTS_DIR,
+            capture_output=True,
+            text=True,
+            timeout=90,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.skip("npm install timed out (offline?)")
+    if done.returncode != 0:
+        pytest.skip(f"npm install failed (offline?): {done.stderr.strip()[-500:]}")
+    return CLIENTS_DIR
+
+
+@pytest.mark.node
+def test_node_client(node_client: Path, datasets: Path, launcher: Path) -> None:
+    env = subprocess_env()
+    env["MCPOWER_TEST_QUERY"] = "harpsichord feature"
+    done = subprocess.run(
+        [
+            "node",
+            str(node_client / "search.mjs"),
+            sys.executable,
+            str(launcher),
+            "serve",
+            "--stdio",
+            "--datasets-dir",
+            str(datasets),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["server"]["name"] == "mcpower"
+    assert set(summary["tools"]) == TOOLS
+    assert summary["isError"] is False
+    assert summary["status"] == "ok"
+    assert summary["results"][0]["path"] == "notes.txt"
+    assert summary["textMatchesStructured"] is True
+    assert summary["resources"] == len(HANDBOOK) + len(RECIPES)
+    assert summary["errorCode"] == "DATASET_NOT_FOUND"
+
+
+# ---------------------------------------------------------------- the real model
+
+
+FASTAPI_CORPUS = Path("/work/shared/bench/docs-fastapi/corpus")
+FASTAPI_FILES = [
+    "tutorial/background-tasks.md",
+    "tutorial/first-steps.md",
+    "tutorial/middleware.md",
+    "tutorial/handling-errors.md",
+    "tutorial/response-status-code.md",
+    "tutorial/testing.md",
+    "async.md",
+]
+
+
+@pytest.mark.slow
+def test_real_model_over_stdio(tmp_path: Path) -> None:
+    if not FASTAPI_CORPUS.is_dir():
+        pytest.skip(f"{FASTAPI_CORPUS} is not here")
+    from mcpower.ingestion import ingest
+
+    src = tmp_path / "fastapi"
+    for rel in FASTAPI_FILES:
+        (src / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(FASTAPI_CORPUS / rel, src / rel)
+    datasets = tmp_path / "datasets"
+    ingest(src, datasets, dataset_id="fastapi", backend="onnx")
+
+    server = StdioServer(
+        [sys.executable, "-m", "mcpower", "serve", "--stdio", "--datasets-dir", str(datasets)],
+        env=subprocess_env(),
+    )
+    try:
+        server.initialize(timeout=60)
+        result = server.call_tool("knowledge_search", {"query": "run a task after returning a response"}, timeout=120)
+        data = result["structuredContent"]
+        assert data["status"] == "ok", data
+        assert data["results"][0]["path"] == "tutorial/background-tasks.md"
+        assert data["meta"]["low_confidence"] is False
+        server.close_stdin()
+        assert server.wait_exit(10) == 0
+    finally:
+        server.stop()
+    assert_clean_stdout(server)
+    assert server.log_records()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
 import sys
 import textwrap
 from pathlib import Path
@@ -120,6 +121,8 @@ def ingest(
     from mcpower.ingestion import ingest as run_ingest
 
     _setup_logging()
+    # SIGTERM unwinds like Ctrl-C, so the staging folder is removed on the way out.
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     s = _settings(datasets_dir=datasets_dir, model=model, backend=backend, max_file_mb=max_file_mb)
     with _Progress(enabled=not quiet and not as_json) as progress:
         report = run_ingest(
@@ -175,6 +178,10 @@ def ingest(
         f"embedded {report.embedded} chunks in {report.seconds:.1f} s ({report.chunks_per_second:.0f} chunks/s)"
     )
     typer.echo(f"dataset: {report.folder}")
+
+
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 class _Progress:
@@ -236,6 +243,11 @@ def validate(
             row["error"] = e.error.message
         rows.append(row)
     ok = bool(rows) and all(r["status"] == "ready" for r in rows)
+    for e in entries:
+        for left in sorted(e.folder.glob(".staging-*")) if (not ids or e.id in ids) else []:
+            typer.echo(
+                f"note: {e.id}: leftover {left.name} from an interrupted ingest (the next ingest removes it)", err=True
+            )
     if as_json:
         _print_json({"ok": ok, "datasets": rows})
     else:

@@ -20,6 +20,7 @@ import os
 import re
 import secrets
 import shutil
+import sqlite3
 import stat
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -464,21 +465,35 @@ def _publish(
         )
         os.rename(staging, folder / version)
         fsync_dir(folder)
-    except OSError as e:
+    except (OSError, sqlite3.Error, RuntimeError) as e:  # FAISS reports write failures as RuntimeError
         shutil.rmtree(staging, ignore_errors=True)
-        if e.errno == errno.ENOSPC:
-            raise IngestError(f"disk full while writing dataset {ds_id!r}; the previous version is untouched") from e
-        raise IngestError(f"cannot write dataset {ds_id!r}: {e.strerror or e}") from e
+        raise _write_error(ds_id, e) from e
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     try:
         write_manifest(manifest, folder)  # the commit point: readers switch to the new version here
-    except BaseException:
-        shutil.rmtree(folder / version, ignore_errors=True)
+    except BaseException as e:
+        if _current_version(folder) != version:  # failed before the rename: the new version is unused
+            shutil.rmtree(folder / version, ignore_errors=True)
+        if isinstance(e, OSError):
+            raise _write_error(ds_id, e) from e
         raise
     _prune_versions(folder, keep={version, *(_version_of(prev_m) if prev_m else ())})
     return manifest
+
+
+def _write_error(ds_id: str, e: BaseException) -> IngestError:
+    full = (isinstance(e, OSError) and e.errno == errno.ENOSPC) or "full" in str(e)
+    what = "disk full" if full else f"cannot write ({getattr(e, 'strerror', None) or e})"
+    return IngestError(f"{what} while writing dataset {ds_id!r}; the previous version is untouched")
+
+
+def _current_version(folder: Path) -> str | None:
+    try:
+        return Path(read_manifest(folder / MANIFEST_NAME).index).parts[0]
+    except McpowerError:
+        return None
 
 
 def _version_of(manifest: Manifest) -> set[str]:

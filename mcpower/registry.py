@@ -58,7 +58,7 @@ if TYPE_CHECKING:  # the store and embedders pull in numpy/FAISS: imported when 
 logger = logging.getLogger(__name__)
 
 # get_source answers stay far below the 1 MB response cap even as JSON with escapes.
-MAX_SOURCE_CHARS = 200_000
+MAX_SOURCE_CHARS = 150_000
 EmbedderFactory = Callable[[str, str], "Embedder"]
 _ID_RE = re.compile(ID_PATTERN)
 

@@ -38,8 +38,8 @@ logger = logging.getLogger(__name__)
 
 URI_SCHEME = "mcpower"
 # Resource reads and listings are capped so no client's buffer overflows on one message.
-MAX_RESOURCE_CHARS = 1_000_000
-MAX_LISTED_RESOURCES = 10_000
+MAX_RESOURCE_CHARS = 300_000  # ≤ ~1 MB even as 3-byte UTF-8 characters
+MAX_LISTED_RESOURCES = 2_000  # ~0.5 MB of resources/list
 TOOL_NAMES = {
     "default": {
         "search": "knowledge_search",

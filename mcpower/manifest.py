@@ -129,7 +129,7 @@ def read_manifest(path: Path) -> Manifest:
         with open(path, "rb") as f:
             raw = f.read(MAX_MANIFEST_BYTES + 1)
         data = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
-    except (OSError, UnicodeDecodeError, ValueError) as e:
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:  # RecursionError: `[[[[...` nesting
         raise InvalidManifestError(f"{where}: not valid UTF-8 JSON ({e})") from e
     if not isinstance(data, dict):
         raise InvalidManifestError(f"{where}: must be a JSON object")

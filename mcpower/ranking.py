@@ -20,24 +20,26 @@ from mcpower.results import MODES, Mode
 
 MAX_QUERY_CHARS = 1024
 MAX_TOP_K = 100
-# BM25 at which the keyword score is 0.5; FTS5's BM25 for a chunk matching two or three rare
-# query terms is around here on the bench collections.
-KEYWORD_HALF = 8.0
-# Weight of the semantic score in hybrid mode, chosen on SciFact and Cranfield (docs/search.md).
-SEMANTIC_WEIGHT = 0.6
-# Below these best scores a result set is flagged low_confidence (calibrated on on-topic vs
-# off-topic questions in benchmarks/; all-MiniLM-L6-v2 cosines of unrelated text sit under 0.3).
-LOW_CONFIDENCE = {"semantic": 0.40, "keyword": 0.45, "hybrid": 0.35}
+# BM25 at which the keyword score is 0.5, and the weight of the semantic score in hybrid mode:
+# the best pair on both SciFact and Cranfield in benchmarks/fusion_study.py (docs/search.md).
+KEYWORD_HALF = 16.0
+SEMANTIC_WEIGHT = 0.5
+# Below these best scores a result set is flagged low_confidence. benchmarks/confidence_study.py:
+# hybrid 0.40 flags 91% of off-topic questions and 1% of on-topic ones; semantic 0.37 ~93% / 0%;
+# keyword separates poorly (an OR query matches something), 0.40 flags 28% / 1%.
+LOW_CONFIDENCE = {"semantic": 0.37, "keyword": 0.40, "hybrid": 0.40}
 # How many candidates each list contributes before fusion, relative to k.
 CANDIDATE_FACTOR = 3
 MIN_CANDIDATES = 50
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def validate_query(query: str) -> str:
     """The trimmed query, or InvalidQueryError naming the rule it breaks."""
     if not isinstance(query, str):
         raise InvalidQueryError("query must be a string")
-    q = query.replace("\x00", " ").strip()
+    # Lone surrogates (argv bytes that are not UTF-8) cannot be encoded for SQLite or the tokenizer.
+    q = _SURROGATE.sub("\ufffd", query.replace("\x00", " ")).strip()
     if not q:
         raise InvalidQueryError("query is empty; type a question or some keywords")
     if len(q) > MAX_QUERY_CHARS:
@@ -55,7 +57,7 @@ def validate_mode(mode: str) -> Mode:
     for m in MODES:
         if mode == m:
             return m
-    raise InvalidQueryError(f"mode must be one of {', '.join(MODES)}, got {mode[:20]!r}")
+    raise InvalidQueryError(f"mode must be one of {', '.join(MODES)}, got {str(mode)[:20]!r}")
 
 
 def keyword_score(bm25: float) -> float:

@@ -18,6 +18,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from pydantic import TypeAdapter
+
 from mcpower.errors import (
     DatasetNotFoundError,
     DatasetUnavailableError,
@@ -39,6 +41,7 @@ from mcpower.ranking import (
     validate_top_k,
 )
 from mcpower.results import (
+    MAX_HEADING_CHARS,
     MAX_SNIPPET_CHARS,
     DatasetSummary,
     Lines,
@@ -49,6 +52,8 @@ from mcpower.results import (
     SearchResponse,
     SearchResult,
     SourceResponse,
+    clip_chars,
+    clip_json,
 )
 
 if TYPE_CHECKING:  # the store and embedders pull in numpy/FAISS: imported when first used
@@ -57,8 +62,15 @@ if TYPE_CHECKING:  # the store and embedders pull in numpy/FAISS: imported when 
 
 logger = logging.getLogger(__name__)
 
-# get_source answers stay far below the 1 MB response cap even as JSON with escapes.
+# Responses stay under 1 MB on the wire. A tool result carries its JSON twice (structuredContent,
+# and as text where every quote and backslash is escaped again: at most twice the bytes), so the
+# variable part of an answer gets 300 KB as JSON — sized in bytes, since an emoji takes 4 and a
+# control character 6.
 MAX_SOURCE_CHARS = 150_000
+MAX_SOURCE_JSON_BYTES = 300_000
+MAX_RESULTS_JSON_BYTES = 300_000
+MIN_SNIPPET_CHARS = 64
+_RESULTS = TypeAdapter(list[SearchResult])
 EmbedderFactory = Callable[[str, str], "Embedder"]
 _ID_RE = re.compile(ID_PATTERN)
 
@@ -140,6 +152,7 @@ class Registry:
     def scan(self) -> list[DatasetEntry]:
         """Re-read every manifest under the root; returns all entries, ready and not."""
         found: dict[str, DatasetEntry] = {}
+        misnamed: list[tuple[Path, Manifest]] = []
         for path in _find_manifests(self.root):
             folder = path.parent
             try:
@@ -151,6 +164,9 @@ class Registry:
                     before = self._entries.get(key)
                 if before is None or before.error is None or before.error.message != e.message:  # log news only
                     logger.warning("dataset.error %s", e.message, extra={"event": "dataset.error", "dataset": key})
+                continue
+            if folder.name != manifest.id and folder.parent == self.root:
+                misnamed.append((folder, manifest))  # after the others: it must not displace the real one
                 continue
             entry = DatasetEntry(manifest.id, folder, manifest, None, _stamp_of(path))
             with self._lock:
@@ -165,12 +181,20 @@ class Registry:
                 )
                 found[f"{manifest.id}@{_rel(folder, self.root)}"] = entry
                 continue
-            if folder.name != manifest.id and folder.parent == self.root:
-                entry.error = DatasetUnavailableError(
+            found[manifest.id] = entry
+        for folder, manifest in misnamed:
+            # Under the id it claims (so a search for that id explains), unless a dataset has it.
+            rel = _rel(folder, self.root)
+            key = next((k for k in (manifest.id, rel) if k not in found), f"{manifest.id}@{rel}")
+            found[key] = DatasetEntry(
+                key,
+                folder,
+                None,
+                DatasetUnavailableError(
                     f"{folder.name}/manifest.json: id {manifest.id!r} differs from its folder name; "
                     f"rename the folder to {manifest.id!r}"
-                )
-            found[manifest.id] = entry
+                ),
+            )
         with self._lock:
             self._entries = found
         return list(found.values())
@@ -348,11 +372,14 @@ class Registry:
             for chunk, score in self._search_store(store, q, k, m, filters):
                 merged.append((score, store.id, chunk.id, chunk))
         merged.sort(key=lambda t: (-t[0], t[1], t[2]))
-        results = [
-            _result(store_id, hit, score, terms, snippet_chars)
-            for score, store_id, _, hit in merged
-            if score >= min_score
-        ][:k]
+        picked = [(store_id, hit, score) for score, store_id, _, hit in merged if score >= min_score][:k]
+        results = [_result(store_id, hit, score, terms, snippet_chars) for store_id, hit, score in picked]
+        # Long or multi-byte chunks: shorter snippets, then fewer results, until the answer fits.
+        while len(_RESULTS.dump_json(results)) > MAX_RESULTS_JSON_BYTES and snippet_chars > MIN_SNIPPET_CHARS:
+            snippet_chars //= 2
+            results = [_result(store_id, hit, score, terms, snippet_chars) for store_id, hit, score in picked]
+        while len(results) > 1 and len(_RESULTS.dump_json(results)) > MAX_RESULTS_JSON_BYTES:
+            results.pop()
         best = merged[0][0] if merged else None
         return SearchResponse(
             status="ok" if results else "empty",
@@ -450,18 +477,18 @@ class Registry:
         doc = store.document_by_id(hit.document_id)
         lines = doc.content.replace("\r\n", "\n").replace("\r", "\n").split("\n") if doc else []
         content = "\n".join(lines[start - 1 : end]) if scope != "chunk" else hit.text
-        truncated = len(content) > MAX_SOURCE_CHARS
+        clipped = clip_json(content[:MAX_SOURCE_CHARS], MAX_SOURCE_JSON_BYTES)
         return SourceResponse(
             result_id=result_id,
             dataset=store.id,
-            content=content[:MAX_SOURCE_CHARS],
+            content=clipped,
             scope=scope,  # type: ignore[arg-type]
             source_path=hit.path,
             title=hit.title,
-            heading_path=hit.heading_path,
+            heading_path=clip_chars(hit.heading_path, MAX_HEADING_CHARS),
             chunk_index=hit.ordinal,
             lines=Lines(start=start, end=end),
-            truncated=truncated,
+            truncated=len(clipped) < len(content),
             retrieved_at=utc_now_iso(),
         )
 
@@ -502,7 +529,7 @@ def _result(dataset: str, hit: ChunkHit, score: float, terms: list[str], snippet
         path=hit.path,
         snippet=best_snippet(hit.text, terms, snippet_chars),
         file_type=hit.file_type,
-        heading_path=hit.heading_path,
+        heading_path=clip_chars(hit.heading_path, MAX_HEADING_CHARS),
         lines=Lines(start=hit.start_line, end=hit.end_line),
         dataset=dataset,
     )

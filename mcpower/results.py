@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 Mode = Literal["hybrid", "semantic", "keyword"]
 MODES: tuple[Mode, ...] = ("hybrid", "semantic", "keyword")
 MAX_SNIPPET_CHARS = 2048
+# A heading path is context, not content: a 20,000-character heading must not fill a response.
+MAX_HEADING_CHARS = 512
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class SearchFilters(BaseModel):
@@ -17,6 +22,12 @@ class SearchFilters(BaseModel):
     path: str | None = Field(None, description="exact document path, relative to the dataset root")
     folder: str | None = Field(None, description="folder prefix, e.g. 'guide' or 'guide/install'")
     file_type: str | None = Field(None, description="file suffix, e.g. '.md'")
+
+    @field_validator("path", "folder", "file_type")
+    @classmethod
+    def _encodable(cls, v: str | None) -> str | None:
+        # Lone surrogates (from argv bytes that are not UTF-8) cannot be passed to SQLite.
+        return _SURROGATE.sub("\ufffd", v) if v else v
 
     @property
     def active(self) -> bool:
@@ -116,3 +127,31 @@ class DatasetSummary(BaseModel):
     backend: str | None = None
     updated_at: str | None = None
     error: str | None = None
+
+
+def json_size(text: str) -> int:
+    """Bytes ``text`` takes as a JSON string in UTF-8 (emoji take 4, control characters 6)."""
+    return len(json.dumps(text, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+
+
+def clip_json(text: str, max_bytes: int) -> str:
+    """The longest prefix of ``text`` whose JSON encoding fits in ``max_bytes``.
+
+    Caps on characters alone do not bound a response: the same number of characters can take
+    six times the bytes once encoded.
+    """
+    if len(text) * 6 + 2 <= max_bytes or json_size(text) <= max_bytes:
+        return text
+    lo, hi = 0, len(text)
+    while lo < hi:  # binary search on the prefix length; json.dumps is C-fast
+        mid = (lo + hi + 1) // 2
+        if json_size(text[:mid]) <= max_bytes:
+            lo = mid
+        else:
+            hi = mid - 1
+    return text[:lo]
+
+
+def clip_chars(text: str, max_chars: int) -> str:
+    """``text`` cut to ``max_chars`` characters, the cut marked with an ellipsis."""
+    return text if len(text) <= max_chars else text[: max_chars - 1] + "…"

@@ -20,7 +20,7 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from mcp.types import Resource as MCPResource
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from mcpower import __version__
 from mcpower.errors import McpowerError
@@ -32,13 +32,15 @@ from mcpower.results import (
     SearchFilters,
     SearchResponse,
     SourceResponse,
+    clip_json,
 )
 
 logger = logging.getLogger(__name__)
 
 URI_SCHEME = "mcpower"
 # Resource reads and listings are capped so no client's buffer overflows on one message.
-MAX_RESOURCE_CHARS = 300_000  # ≤ ~1 MB even as 3-byte UTF-8 characters
+MAX_RESOURCE_CHARS = 300_000
+MAX_RESOURCE_JSON_BYTES = 1_000_000  # the text as JSON: 300,000 emoji or control characters would be 1.2-1.8 MB
 MAX_LISTED_RESOURCES = 2_000  # ~0.5 MB of resources/list
 TOOL_NAMES = {
     "default": {
@@ -138,6 +140,13 @@ def _error_result(code: str, message: str) -> CallToolResult:
     )
 
 
+def _not_bool(v: object) -> object:
+    # pydantic would read true as 1; JSON Schema's integer excludes booleans.
+    if isinstance(v, bool):
+        raise ValueError("Input should be a whole number, not a boolean")
+    return v
+
+
 def _validation_code(e: ValidationError) -> tuple[str, str]:
     err = e.errors()[0]
     field = str(err["loc"][0]) if err["loc"] else "arguments"
@@ -231,7 +240,9 @@ def create_server(registry: Registry, tool_names: Literal["default", "seed"] = "
             str | None, Field(max_length=64, description="dataset id; omit to search all ready datasets")
         ] = None,
         top_k: Annotated[
-            int | None, Field(ge=1, le=MAX_TOP_K, description="number of results; default: the dataset's defaultTopK")
+            int | None,
+            Field(ge=1, le=MAX_TOP_K, description="number of results; default: the dataset's defaultTopK"),
+            BeforeValidator(_not_bool),  # after Field, or the bounds leave the JSON schema's integer branch
         ] = None,
         mode: Annotated[
             Literal["hybrid", "semantic", "keyword"],
@@ -336,7 +347,7 @@ def create_server(registry: Registry, tool_names: Literal["default", "seed"] = "
                 raise ResourceNotFoundError(e.message) from None
             if doc is None:
                 raise ResourceNotFoundError(f"no document {path[:200]!r} in dataset {dataset!r}")
-            return doc.content[:MAX_RESOURCE_CHARS]
+            return clip_json(doc.content[:MAX_RESOURCE_CHARS], MAX_RESOURCE_JSON_BYTES)
 
         return str(await run(read))
 

@@ -16,7 +16,7 @@ import stat
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import closing
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -377,6 +377,20 @@ def normalize_rel(path: str) -> str:
     return "/".join(parts)
 
 
+def _check_schema(db: sqlite3.Connection) -> None:
+    """Raise sqlite3.Error unless every table and column that search reads is there.
+
+    A file another version or tool wrote (its checksum recorded by hand) must fail here, at load,
+    not in the middle of a search of every dataset.
+    """
+    db.execute(f"{_HIT_SQL} LIMIT 0").fetchall()
+    db.execute("SELECT rowid, bm25(chunks_fts) FROM chunks_fts WHERE chunks_fts MATCH 'probe' LIMIT 0").fetchall()
+    for table, row in (("documents", DocumentRow), ("chunks", ChunkRow)):
+        cursor = db.execute(f"SELECT * FROM {table} LIMIT 0")  # rows are unpacked into these dataclasses
+        if len(cursor.description) != len(fields(row)):
+            raise sqlite3.DatabaseError(f"table {table} has {len(cursor.description)} columns, not {len(fields(row))}")
+
+
 def open_store(folder: Path, manifest: Manifest, verify: bool = True) -> KnowledgeStore:
     """Load the dataset version ``manifest`` points at, after checking it against the manifest.
 
@@ -405,13 +419,17 @@ def open_store(folder: Path, manifest: Manifest, verify: bool = True) -> Knowled
     if manifest.vector_index.kind == "hnsw" and manifest.vector_index.ef_search:
         hnsw: Any = faiss.downcast_index(index.index)
         hnsw.hnsw.efSearch = manifest.vector_index.ef_search
+    db: sqlite3.Connection | None = None
     try:
         # immutable=1: published versions never change, so SQLite may skip locking entirely.
         db = sqlite3.connect(f"{meta_path.as_uri()}?mode=ro&immutable=1", uri=True, check_same_thread=False)
+        _check_schema(db)
         n_chunks, n_docs = db.execute(
             "SELECT (SELECT count(*) FROM chunks), (SELECT count(*) FROM documents)"
         ).fetchone()
     except sqlite3.Error as e:
+        if db is not None:
+            db.close()
         raise IndexMismatchError(f"{name}: {manifest.metadata} is not a readable SQLite database ({e})") from e
     if not (index.ntotal == n_chunks == manifest.counts.chunks) or n_docs != manifest.counts.documents:
         db.close()

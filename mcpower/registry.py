@@ -7,6 +7,7 @@ when their manifest is replaced by a newer ingest (a stat per search notices).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -155,6 +156,7 @@ class Registry:
         misnamed: list[tuple[Path, Manifest]] = []
         for path in _find_manifests(self.root):
             folder = path.parent
+            stamp = _stamp_of(path)  # before reading: a manifest replaced meanwhile then looks changed
             try:
                 manifest = read_manifest(path)
             except McpowerError as e:
@@ -168,7 +170,7 @@ class Registry:
             if folder.name != manifest.id and folder.parent == self.root:
                 misnamed.append((folder, manifest))  # after the others: it must not displace the real one
                 continue
-            entry = DatasetEntry(manifest.id, folder, manifest, None, _stamp_of(path))
+            entry = DatasetEntry(manifest.id, folder, manifest, None, stamp)
             with self._lock:
                 known = self._entries.get(manifest.id)
             if known is not None and known.manifest == manifest and known._stamp == entry._stamp:
@@ -268,11 +270,12 @@ class Registry:
     def _fresh_entry(self, entry: DatasetEntry) -> DatasetEntry:
         """The entry, re-read if its manifest file changed on disk since it was read."""
         path = entry.folder / MANIFEST_NAME
-        if entry.manifest is None or _stamp_of(path) == entry._stamp:
+        stamp = _stamp_of(path)  # taken before reading, so a publish racing the read is seen next time
+        if entry.manifest is None or stamp == entry._stamp:
             return entry
         try:
             manifest = read_manifest(path)
-            fresh = DatasetEntry(manifest.id, entry.folder, manifest, None, _stamp_of(path))
+            fresh = DatasetEntry(manifest.id, entry.folder, manifest, None, stamp)
         except McpowerError as e:
             fresh = DatasetEntry(entry.id, entry.folder, None, e)
         if fresh.id != entry.id:
@@ -310,6 +313,25 @@ class Registry:
                 f"{emb.model_name!r} gives {emb.dimension}; re-ingest it with `mcpower ingest`"
             )
         return emb
+
+    def _prefetch_embedder(self, dataset: str | None) -> None:
+        """Start loading the query model in a thread while the caller loads the store (a cold CLI
+        search pays for both otherwise); whoever needs it first waits on the same per-key lock."""
+        try:
+            entry = self.entry(dataset) if dataset is not None else None
+        except McpowerError:
+            return
+        manifest = (
+            entry.manifest if entry is not None else next((e.manifest for e in self.entries() if e.manifest), None)
+        )
+        if manifest is None or (manifest.embedding.model, query_backend(manifest)) in self._embedders:
+            return
+
+        def load() -> None:
+            with contextlib.suppress(McpowerError):  # the search itself reports it
+                self.embedder_for(manifest)
+
+        threading.Thread(target=load, name="mcpower-embedder", daemon=True).start()
 
     def warm_up(self) -> None:
         """Load every ready dataset and its query embedder now (the server does this after the handshake)."""
@@ -349,6 +371,8 @@ class Registry:
             validate_top_k(top_k)
         if not 0.0 <= min_score <= 1.0:
             raise InvalidQueryError(f"min_score must be between 0 and 1, got {min_score}")
+        if m != "keyword":
+            self._prefetch_embedder(dataset)
         if dataset is not None:
             stores = [self.store(dataset)]
         else:

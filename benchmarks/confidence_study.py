@@ -44,8 +44,10 @@ def main() -> None:
                 off.append(r.results[0].score if r.results else 0.0)
         on.sort()
         off.sort()
-        print(f"{mode:<9} on-topic best score p5 {on[len(on) // 20]:.3f} p10 {on[len(on) // 10]:.3f} median {statistics.median(on):.3f}"
-              f" | off-topic median {statistics.median(off):.3f} p90 {off[9 * len(off) // 10]:.3f} p95 {off[19 * len(off) // 20]:.3f}")
+        print(
+            f"{mode:<9} on-topic best score p5 {on[len(on) // 20]:.3f} p10 {on[len(on) // 10]:.3f} median {statistics.median(on):.3f}"
+            f" | off-topic median {statistics.median(off):.3f} p90 {off[9 * len(off) // 10]:.3f} p95 {off[19 * len(off) // 20]:.3f}"
+        )
         for t in (0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5):
             fp = sum(s < t for s in on) / len(on)
             tp = sum(s < t for s in off) / len(off)

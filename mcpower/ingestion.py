@@ -430,8 +430,8 @@ def _publish(
     vectors: np.ndarray,
 ) -> Manifest:
     staging = folder / f"{STAGING_PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
-    staging.mkdir()
     try:
+        staging.mkdir()  # inside: a full disk can refuse the folder itself
         write_metadata(staging / METADATA_FILE, docs, chunks)
         index_info = write_vectors(staging / INDEX_FILE, np.asarray([c.id for c in chunks], dtype=np.int64), vectors)
         fsync_dir(staging)

@@ -292,20 +292,20 @@ class Registry:
         """
         key = (manifest.embedding.model, query_backend(manifest))
         with self._lock:
-            if key in self._embedders:
-                return self._embedders[key]
+            loaded = key in self._embedders
             lock = self._load_locks.setdefault(key, threading.Lock())
-        with lock:
-            if key not in self._embedders:
-                try:
-                    emb = self._factory(*key)
-                except EmbeddingModelError as e:
-                    raise EmbeddingModelError(
-                        f"dataset {manifest.id!r} was built with model {manifest.embedding.model!r}, "
-                        f"which cannot be loaded here: {e.message}"
-                    ) from e
-                with self._lock:
-                    self._embedders[key] = emb
+        if not loaded:  # the dimension check below applies to a cached embedder too
+            with lock:
+                if key not in self._embedders:
+                    try:
+                        emb = self._factory(*key)
+                    except EmbeddingModelError as e:
+                        raise EmbeddingModelError(
+                            f"dataset {manifest.id!r} was built with model {manifest.embedding.model!r}, "
+                            f"which cannot be loaded here: {e.message}"
+                        ) from e
+                    with self._lock:
+                        self._embedders[key] = emb
         emb = self._embedders[key]
         if emb.dimension != manifest.embedding.dimension:
             raise EmbeddingModelError(
@@ -379,9 +379,12 @@ class Registry:
             stores, failed = [], []
             self.scan()  # pick up datasets ingested (or broken) since the last look
             for i in self.ready_ids():
-                try:  # one corrupt dataset must not break the search of the others
-                    stores.append(self.store(i))
-                except DatasetUnavailableError as e:
+                try:  # one corrupt dataset, or one whose model cannot be used, must not break the others
+                    store = self.store(i)
+                    if m != "keyword":
+                        self.embedder_for(store.manifest)
+                    stores.append(store)
+                except (DatasetUnavailableError, EmbeddingModelError) as e:
                     failed.append(e)
             if failed and not stores:
                 raise failed[0]

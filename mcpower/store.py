@@ -15,7 +15,7 @@ import sqlite3
 import stat
 import threading
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import closing
+from contextlib import closing, contextmanager
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -252,7 +252,8 @@ class KnowledgeStore:
             params = faiss.SearchParameters()
             params.sel = selector  # SWIG keeps no reference: `selector` must outlive the search
         k = min(k, self._index.ntotal)
-        scores, ids = self._index.search(q, k, params=params)
+        with _one_omp_thread(faiss):
+            scores, ids = self._index.search(q, k, params=params)
         return self._clean(ids[0].tolist(), scores[0])
 
     def _clean(self, ids: Sequence[int], scores: NDArray[np.float32]) -> list[tuple[int, float]]:
@@ -345,6 +346,23 @@ class KnowledgeStore:
         if not ids:
             return np.zeros((0, self.manifest.embedding.dimension), dtype=np.float32)
         return np.vstack([self._index.reconstruct(int(i)) for i in ids]).astype(np.float32)
+
+
+@contextmanager
+def _one_omp_thread(faiss: Any) -> Iterator[None]:
+    """Run this thread's FAISS calls on one OpenMP thread, then restore its setting.
+
+    One query is searched on one thread anyway (flat search splits the work by query, HNSW too);
+    the only parallel region left is IndexIDMap's relabelling of the k results, and waking a second
+    thread for it cost ~30 ms p50 on a busy 2-CPU machine against 0.8 ms without (benchmarks/run.py).
+    OpenMP's thread count belongs to the calling thread, so index builds elsewhere keep theirs.
+    """
+    threads = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(1)
+    try:
+        yield
+    finally:
+        faiss.omp_set_num_threads(threads)
 
 
 _HIT_SQL = """SELECT c.id, c.ordinal, c.heading_path, c.start_line, c.end_line, c.text,

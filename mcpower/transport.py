@@ -2,9 +2,9 @@
 
 The SDK drops a malformed line silently, so a client that sent it waits for its own timeout. Here
 a line that is not JSON gets ``-32700 Parse error`` and JSON that is not a JSON-RPC message
-(a batch, an object without ``jsonrpc``, a scalar) gets ``-32600 Invalid Request``, as JSON-RPC 2.0
-asks; the server then carries on with the next line. Lines over MAX_LINE_BYTES are refused the
-same way without being parsed.
+(a batch, an object without ``jsonrpc``, a scalar, a request whose id is null or not a string or
+integer) gets ``-32600 Invalid Request``, as JSON-RPC 2.0 asks; the server then carries on with the
+next line. Lines over MAX_LINE_BYTES are refused the same way without being parsed.
 """
 
 from __future__ import annotations
@@ -44,11 +44,28 @@ def _error_for(line: str) -> types.JSONRPCError:
     msg_id = data.get("id") if isinstance(data, dict) else None
     if isinstance(msg_id, bool) or not isinstance(msg_id, (str, int)):
         msg_id = None
-    if isinstance(data, dict) and data.get("jsonrpc") == "2.0":
+    if isinstance(data, dict) and data.get("jsonrpc") == "2.0" and "id" in data and msg_id is None:
+        reason = "the id must be a string or an integer (MCP requests never have a null id)"
+    elif isinstance(data, dict) and data.get("jsonrpc") == "2.0":
         reason = "malformed message: check field types, and that strings are valid Unicode (no lone surrogates)"
     else:
         reason = 'not a JSON-RPC 2.0 message (an object with "jsonrpc": "2.0")'
     return _error(msg_id, -32600, f"Invalid Request: {reason}")
+
+
+def _has_id(line: str) -> bool:
+    """Whether a line the SDK took as a notification has an ``id`` (null, a float, an object ...).
+
+    Such a line is a request with an invalid id: answered with -32600 rather than dropped, so its
+    sender does not wait for a reply that never comes.
+    """
+    if '"id"' not in line:
+        return False
+    try:
+        data = json.loads(line)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(data, dict) and "id" in data
 
 
 def _error(msg_id: str | int | None, code: int, message: str) -> types.JSONRPCError:
@@ -72,7 +89,11 @@ async def stdio_transport() -> AsyncIterator[tuple[Any, Any]]:
                 if not line.strip():
                     continue
                 try:
+                    if len(line) > MAX_LINE_BYTES:
+                        raise ValueError("over the size limit")  # refused unparsed, however valid
                     message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+                    if isinstance(message, types.JSONRPCNotification) and _has_id(line):
+                        raise ValueError("a request whose id is not a string or an integer")
                 except Exception:
                     error = _error_for(line)
                     logger.warning(

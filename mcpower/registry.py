@@ -312,6 +312,11 @@ class Registry:
                 f"dataset {manifest.id!r} has {manifest.embedding.dimension}-dimensional vectors but model "
                 f"{emb.model_name!r} gives {emb.dimension}; re-ingest it with `mcpower ingest`"
             )
+        if emb.model_fingerprint != manifest.embedding.model_fingerprint:
+            raise EmbeddingModelError(
+                f"dataset {manifest.id!r} was built with other weights of model {manifest.embedding.model!r} "
+                "than the ones installed here; re-ingest it with `mcpower ingest --full`"
+            )
         return emb
 
     def _prefetch_embedder(self, dataset: str | None) -> None:

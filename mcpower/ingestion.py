@@ -42,7 +42,7 @@ from mcpower.manifest import (
     EmbeddingInfo,
     Manifest,
     VectorIndexInfo,
-    fsync_dir,
+    fsync_path,
     now_utc,
     read_manifest,
     write_manifest,
@@ -434,7 +434,7 @@ def _publish(
         staging.mkdir()  # inside: a full disk can refuse the folder itself
         write_metadata(staging / METADATA_FILE, docs, chunks)
         index_info = write_vectors(staging / INDEX_FILE, np.asarray([c.id for c in chunks], dtype=np.int64), vectors)
-        fsync_dir(staging)
+        fsync_path(staging)
         version = f"{VERSION_PREFIX}{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{secrets.token_hex(3)}"
         prev_m = previous.manifest if previous is not None else None
         now = now_utc()
@@ -464,7 +464,7 @@ def _publish(
             mcpower_version=__version__,
         )
         os.rename(staging, folder / version)
-        fsync_dir(folder)
+        fsync_path(folder)
     except (OSError, sqlite3.Error, RuntimeError) as e:  # FAISS reports write failures as RuntimeError
         shutil.rmtree(staging, ignore_errors=True)
         raise _write_error(ds_id, e) from e

@@ -164,13 +164,13 @@ def write_manifest(manifest: Manifest, folder: Path) -> Path:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, target)
-    fsync_dir(folder)
+    fsync_path(folder)
     return target
 
 
-def fsync_dir(folder: Path) -> None:
-    """Make a rename or a new file in ``folder`` durable."""
-    fd = os.open(folder, os.O_RDONLY)
+def fsync_path(path: Path) -> None:
+    """Make a file's bytes, or a rename or new file in a folder, durable."""
+    fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:

@@ -303,34 +303,14 @@ def create_server(registry: Registry, tool_names: Literal["default", "seed"] = "
         return _json_result(await run(lambda: registry.get_metadata(result_id)))
 
     read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
-    server.add_tool(
-        knowledge_search,
-        name=names["search"],
-        title="Search knowledge",
-        description=named(SEARCH_DESCRIPTION),
-        annotations=read_only,
-    )
-    server.add_tool(
-        knowledge_list_datasets,
-        name=names["list"],
-        title="List datasets",
-        description=named(LIST_DESCRIPTION),
-        annotations=read_only,
-    )
-    server.add_tool(
-        knowledge_get_source,
-        name=names["source"],
-        title="Get source text",
-        description=named(SOURCE_DESCRIPTION),
-        annotations=read_only,
-    )
-    server.add_tool(
-        knowledge_get_metadata,
-        name=names["metadata"],
-        title="Get document metadata",
-        description=named(METADATA_DESCRIPTION),
-        annotations=read_only,
-    )
+    tools: list[tuple[Callable[..., Any], str, str, str]] = [
+        (knowledge_search, "search", "Search knowledge", SEARCH_DESCRIPTION),
+        (knowledge_list_datasets, "list", "List datasets", LIST_DESCRIPTION),
+        (knowledge_get_source, "source", "Get source text", SOURCE_DESCRIPTION),
+        (knowledge_get_metadata, "metadata", "Get document metadata", METADATA_DESCRIPTION),
+    ]
+    for fn, key, title, description in tools:
+        server.add_tool(fn, name=names[key], title=title, description=named(description), annotations=read_only)
 
     @server.resource(
         f"{URI_SCHEME}://{{dataset}}/{{+path}}",

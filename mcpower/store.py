@@ -24,7 +24,7 @@ import numpy as np
 
 from mcpower.errors import IndexMismatchError, InvalidManifestError
 from mcpower.fts import FTS_TOKENIZER, segment
-from mcpower.manifest import Manifest
+from mcpower.manifest import Manifest, fsync_path
 from mcpower.results import SearchFilters
 
 if TYPE_CHECKING:
@@ -146,7 +146,7 @@ def write_metadata(path: Path, documents: Iterable[DocumentRow], chunks: Iterabl
             )
         db.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('optimize')")
         db.commit()
-    _fsync(path)
+    fsync_path(path)
 
 
 def write_vectors(path: Path, ids: NDArray[np.int64], vectors: NDArray[np.float32]) -> dict[str, Any]:
@@ -168,16 +168,8 @@ def write_vectors(path: Path, ids: NDArray[np.int64], vectors: NDArray[np.float3
     if len(ids):
         index.add_with_ids(np.ascontiguousarray(vectors, dtype=np.float32), np.asarray(ids, dtype=np.int64))
     faiss.write_index(index, str(path))
-    _fsync(path)
+    fsync_path(path)
     return info
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _astuple(row: DocumentRow | ChunkRow) -> tuple[Any, ...]:

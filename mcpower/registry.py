@@ -245,13 +245,22 @@ class Registry:
                     return store
             from mcpower.store import open_store
 
+            started = time.perf_counter()
             try:
-                started = time.perf_counter()
                 new = open_store(entry.folder, entry.manifest)
-            except DatasetUnavailableError as e:
-                entry.error = e
-                logger.error("dataset.error %s", e.message, extra={"event": "dataset.error", "dataset": entry.id})
-                raise
+            except DatasetUnavailableError:
+                # Two publishes while we loaded can prune the version we were reading: load the current one.
+                fresh = self._fresh_entry(entry)
+                try:
+                    if fresh is entry or fresh.manifest is None:
+                        raise
+                    entry = fresh
+                    new = open_store(fresh.folder, fresh.manifest)
+                except DatasetUnavailableError as e:
+                    entry.error = e
+                    logger.error("dataset.error %s", e.message, extra={"event": "dataset.error", "dataset": entry.id})
+                    raise
+            assert entry.manifest is not None
             logger.info(
                 "dataset.loaded %s",
                 entry.id,

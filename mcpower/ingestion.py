@@ -196,9 +196,13 @@ def dataset_lock(folder: Path, wait: bool = False) -> Iterator[None]:
 
     Raises:
         DatasetLockedError: another process holds it and ``wait`` is False.
+        IngestError: the folder or the lock file cannot be created (read-only or full disk).
     """
-    folder.mkdir(parents=True, exist_ok=True)
-    fd = os.open(folder / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(folder / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as e:
+        raise _write_error(folder.name, e) from e
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))

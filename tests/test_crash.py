@@ -302,3 +302,14 @@ def test_full_disk_keeps_the_previous_version(
     assert len([p for p in sandbox.folder.iterdir() if p.name.startswith(VERSION_PREFIX)]) == 1
     sandbox.ingest(sandbox.v2)  # with space again, the next ingest publishes
     assert current_version(sandbox.datasets) == "v2"
+
+
+def test_a_dataset_folder_that_cannot_be_created_is_one_clear_error(tmp_path: Path) -> None:
+    from mcpower.errors import IngestError
+    from mcpower.ingestion import dataset_lock
+
+    not_a_folder = tmp_path / "file"
+    not_a_folder.write_text("x")
+
+    with pytest.raises(IngestError, match="cannot write"), dataset_lock(not_a_folder / "new"):
+        pass

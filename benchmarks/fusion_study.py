@@ -31,13 +31,12 @@ def main() -> None:
         qv = emb.embed_query(q)
         cos = dict(store.semantic(qv, DEPTH))
         m = match_query(q)
-        bm = dict(store.keyword(m, DEPTH)) if m else {}
+        every = dict(store.keyword(m, None)) if m else {}
+        bm = dict(sorted(every.items(), key=lambda kv: -kv[1])[:DEPTH])
         miss = [i for i in bm if i not in cos]
         if miss:
             cos.update(zip(miss, (store.vectors(miss) @ qv).tolist()))
-        absent = [i for i in cos if i not in bm]
-        if m and absent:
-            bm.update(store.keyword_for(m, absent))
+        bm.update((i, every[i]) for i in cos if i in every)
         paths = {i: h.path for i, h in store.chunks(list(cos)).items()}
         cands[qid] = (cos, bm, paths, judged)
 

@@ -27,8 +27,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-_MAX_THREADS = 8  # more only make a model this small wait on synchronisation
-
 
 def default_cache_dir() -> Path:
     """``$XDG_CACHE_HOME/mcpower/onnx``, or ``~/.cache/mcpower/onnx``."""
@@ -52,26 +50,28 @@ def _cached(target: Path, build: Callable[[Path], None]) -> Path:
     """``target``, built by ``build(tmp)`` unless it exists; safe against crashes and racing processes."""
     if target.is_file():
         return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with open(target.parent / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed
-        if target.is_file():  # another process built it while we waited
-            return target
-        for stale in target.parent.glob(f".{target.name}.*.tmp"):  # left by a killed process
-            stale.unlink()
-        logger.info("one-time export of the embedding model to %s (later runs reuse it)", target)
-        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-        try:
-            build(tmp)
-            with open(tmp, "rb") as f:  # make the bytes durable before the rename publishes them
-                os.fsync(f.fileno())
-            os.replace(tmp, target)
-        except Exception as e:
-            # First line only: torch errors can go on to print whole weight tensors.
-            first = (str(e).splitlines() or [type(e).__name__])[0]
-            raise EmbeddingModelError(f"cannot export the embedding model to ONNX: {first}") from e
-        finally:
-            tmp.unlink(missing_ok=True)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with open(target.parent / ".lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed
+            if target.is_file():  # another process built it while we waited
+                return target
+            for stale in target.parent.glob(f".{target.name}.*.tmp"):  # left by a killed process
+                stale.unlink()
+            logger.info("one-time export of the embedding model to %s (later runs reuse it)", target)
+            tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+            try:
+                build(tmp)
+                with open(tmp, "rb") as f:  # make the bytes durable before the rename publishes them
+                    os.fsync(f.fileno())
+                os.replace(tmp, target)
+            except Exception as e:  # first line only: torch errors can go on to dump weight tensors
+                first = (str(e).splitlines() or [type(e).__name__])[0]
+                raise EmbeddingModelError(f"cannot export the embedding model to ONNX: {first}") from e
+            finally:
+                tmp.unlink(missing_ok=True)
+    except OSError as e:  # the cache folder itself is not writable
+        raise EmbeddingModelError(f"cannot write the ONNX cache {target.parent}: {e}") from e
     return target
 
 
@@ -149,7 +149,7 @@ class OnnxEmbedder(_TokenCounter):
         self._tok_in.enable_padding(**_padding(self._tok_in, spec.path))
 
         opts = ort.SessionOptions()
-        opts.intra_op_num_threads = min(_cpus(), _MAX_THREADS)
+        opts.intra_op_num_threads = min(_cpus(), 8)  # beyond 8, threads mostly wait on each other
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         opts.log_severity_level = 3  # errors only: no notes about fused or unused initializers
         try:

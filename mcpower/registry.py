@@ -8,6 +8,7 @@ when their manifest is replaced by a newer ingest (a stat per search notices).
 from __future__ import annotations
 
 import contextlib
+import heapq
 import logging
 import os
 import re
@@ -450,8 +451,14 @@ class Registry:
         cosines: dict[int, float] = {}
         bm25s: dict[int, float] = {}
         match = match_query(q)
-        if mode != "semantic" and match:
+        every_match: dict[int, float] = {}
+        if mode == "keyword" and match:
             bm25s = dict(store.keyword(match, depth, filters))
+        elif mode == "hybrid" and match:
+            # One FTS5 pass scores every match: the top `depth` are the keyword candidates, and the
+            # rest answer the BM25 of the semantic candidates (half the time of a second pass).
+            every_match = dict(store.keyword(match, None, filters))
+            bm25s = dict(heapq.nlargest(depth, every_match.items(), key=lambda kv: (kv[1], -kv[0])))
         if mode != "keyword":
             qvec = self.embedder_for(store.manifest).embed_query(q)
             cosines = dict(store.semantic(qvec, depth, filters))
@@ -461,9 +468,7 @@ class Registry:
                 if missing:
                     vecs = store.vectors(missing)
                     cosines.update(zip(missing, (vecs @ qvec).tolist()))
-                absent = [i for i in cosines if i not in bm25s]
-                if match and absent:
-                    bm25s.update(store.keyword_for(match, absent))
+                bm25s.update((i, every_match[i]) for i in cosines if i in every_match)
         ranked = fuse(mode, cosines, bm25s)[:k]
         hits = store.chunks([i for i, _ in ranked])
         return [(hits[i], s) for i, s in ranked if i in hits]  # ids FAISS invented are dropped

@@ -252,25 +252,22 @@ class KnowledgeStore:
         # FAISS pads with -1 and a damaged index could return anything: keep finite scores only.
         return [(int(i), float(s)) for i, s in zip(ids, scores) if i >= 0 and np.isfinite(s)]
 
-    def keyword(self, match: str, k: int, filters: SearchFilters | None = None) -> list[tuple[int, float]]:
-        """Up to ``k`` (chunk id, BM25) pairs for an FTS5 ``match`` expression; BM25 here is ≥ 0."""
+    def keyword(self, match: str, k: int | None, filters: SearchFilters | None = None) -> list[tuple[int, float]]:
+        """(chunk id, BM25) pairs for an FTS5 ``match`` expression, best first; BM25 here is ≥ 0.
+
+        ``k`` None returns every match (hybrid search scores all its candidates from one pass).
+        """
         where, args = _filter_sql(filters)
         sql = "SELECT rowid, -bm25(chunks_fts, ?, ?, ?) FROM chunks_fts WHERE chunks_fts MATCH ?"
         if where:
             sql += f" AND rowid IN (SELECT c.id FROM chunks c JOIN documents d ON d.id = c.document_id {where})"
-        sql += " ORDER BY rank LIMIT ?"
+        params: tuple[Any, ...] = (*BM25_WEIGHTS, match, *args)
+        if k is not None:
+            # `rank` with the same column weights, so the order agrees with the scores returned.
+            sql += f" AND rank MATCH 'bm25({', '.join(map(str, BM25_WEIGHTS))})' ORDER BY rank LIMIT ?"
+            params += (k,)
         with self._lock:
-            rows = self._db.execute(sql, (*BM25_WEIGHTS, match, *args, k)).fetchall()
-        return [(int(i), max(float(s), 0.0)) for i, s in rows]
-
-    def keyword_for(self, match: str, ids: Sequence[int]) -> list[tuple[int, float]]:
-        """BM25 of the given chunks for ``match`` (chunks that do not match are absent)."""
-        marks = ",".join("?" * len(ids))
-        sql = (
-            f"SELECT rowid, -bm25(chunks_fts, ?, ?, ?) FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid IN ({marks})"
-        )
-        with self._lock:
-            rows = self._db.execute(sql, (*BM25_WEIGHTS, match, *ids)).fetchall()
+            rows = self._db.execute(sql, params).fetchall()
         return [(int(i), max(float(s), 0.0)) for i, s in rows]
 
     def filtered_ids(self, filters: SearchFilters) -> list[int]:

@@ -73,6 +73,12 @@ def test_failed_build_leaves_nothing_and_raises(tmp_path: Path) -> None:
     assert [p.name for p in target.parent.iterdir()] == [".lock"]
 
 
+def test_unwritable_cache_is_a_model_error(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("not a folder")
+    with pytest.raises(EmbeddingModelError, match="cannot write the ONNX cache"):
+        _cached(tmp_path / "file" / "fp" / "model.onnx", lambda tmp: None)
+
+
 # --- slow: the real packaged model ------------------------------------------------------------
 
 

@@ -1,0 +1,1 @@
+"""The sections of benchmarks/run.py: one module each, plus the datasets and reporting they share."""

@@ -1,0 +1,392 @@
+"""Section search: Registry.search latency on synthetic datasets of 10k, 100k (and 1M) chunks; HNSW recall.
+
+The synthetic chunks are made of real material, so both sides of search do realistic work: words
+drawn with SciFact's word frequencies at SciFact's chunk lengths (so FTS5 posting lists are as long
+as a real corpus of that size would make them), and vectors mixed from two real SciFact chunk
+vectors plus noise, renormalised (their similarity statistics match the real vectors'; see
+docs/benchmarks.md). Queries are real SciFact claims, embedded by the real ONNX query embedder.
+Datasets are published as ingest publishes them (write_metadata, write_vectors, a Manifest) and
+cached under ``<datasets-dir>/synthetic/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import re
+import shutil
+import statistics
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from suite.datasets import collection_dataset, collection_files
+from suite.report import lat_stats, load_avg, note, size_label, table
+
+SYNTH_VERSION = 1  # bump when the generator changes: cached datasets are rebuilt
+CHUNKS_PER_DOC = 4
+MIX_ALPHA, NOISE = 0.5, 0.3  # two real vectors mixed with Dirichlet(0.5) weights, plus noise: see docs/benchmarks.md
+EF_SWEEP = (64, 128, 256)
+
+
+class SyntheticSource:
+    """What synthetic chunks are made of: SciFact's word frequencies, chunk lengths and chunk vectors."""
+
+    def __init__(self, scifact_folder: Path, docs_dir: Path) -> None:
+        import faiss
+        import numpy as np
+
+        from mcpower.manifest import MANIFEST_NAME, read_manifest
+
+        m = read_manifest(scifact_folder / MANIFEST_NAME)
+        index = faiss.read_index(str(scifact_folder / m.index))
+        self.vectors = index.index.reconstruct_n(0, index.ntotal)
+        self.fingerprint = m.checksums.index[:16]
+        words: Counter[str] = Counter()
+        for f in sorted(docs_dir.iterdir()):
+            words.update(re.findall(r"\w+", f.read_text(encoding="utf-8")))
+        self.vocab = np.array([w for w, _ in words.most_common(50_000)], dtype=object)
+        counts = np.array([c for _, c in words.most_common(50_000)], dtype=np.float64)
+        self.cdf = np.cumsum(counts) / counts.sum()
+        import sqlite3
+
+        db = sqlite3.connect(f"{(scifact_folder / m.metadata).as_uri()}?mode=ro&immutable=1", uri=True)
+        self.lengths = np.array([len(t.split()) for (t,) in db.execute("SELECT text FROM chunks")], dtype=np.int64)
+        db.close()
+
+    def texts(self, rng: Any, n: int) -> list[str]:
+        import numpy as np
+
+        lengths = self.lengths[rng.integers(0, len(self.lengths), n)]
+        ids = np.searchsorted(self.cdf, rng.random(int(lengths.sum())))
+        words = self.vocab[np.minimum(ids, len(self.vocab) - 1)].tolist()
+        out, pos = [], 0
+        for k in lengths.tolist():
+            out.append(" ".join(words[pos : pos + k]))
+            pos += k
+        return out
+
+    def vectors_for(self, rng: Any, n: int) -> Any:
+        import numpy as np
+
+        a = rng.integers(0, len(self.vectors), (n, 2))
+        w = rng.dirichlet([MIX_ALPHA, MIX_ALPHA], n).astype(np.float32)
+        v = self.vectors[a[:, 0]] * w[:, :1] + self.vectors[a[:, 1]] * w[:, 1:]
+        v += rng.standard_normal(v.shape, dtype=np.float32) * (NOISE / math.sqrt(v.shape[1]))
+        v /= np.linalg.norm(v, axis=1, keepdims=True)
+        return v
+
+
+def _synthetic_docs(source: SyntheticSource, size: int, seed: int) -> Iterator[tuple[Any, list[str]]]:
+    """(DocumentRow, chunk texts) for ``size`` chunks, CHUNKS_PER_DOC to a document; deterministic per seed."""
+    import numpy as np
+
+    from mcpower.store import DocumentRow
+
+    rng = np.random.default_rng(seed)
+    batch = 4096 * CHUNKS_PER_DOC
+    doc = 0
+    for start in range(0, size, batch):
+        n = min(batch, size - start)
+        texts = source.texts(rng, n)
+        titles = source.texts(rng, math.ceil(n / CHUNKS_PER_DOC))
+        for j in range(0, n, CHUNKS_PER_DOC):
+            chunk_texts = texts[j : j + CHUNKS_PER_DOC]
+            title = " ".join(titles[j // CHUNKS_PER_DOC].split()[:6]).capitalize()
+            content = f"# {title}\n\n" + "\n\n".join(chunk_texts) + "\n"
+            doc += 1
+            row = DocumentRow(
+                doc,
+                f"part-{doc // 1000:04d}/doc-{doc:07d}.md",
+                title,
+                ".md",
+                len(content.encode()),
+                0.0,
+                hashlib.sha256(content.encode()).hexdigest(),
+                "2026-01-01T00:00:00+00:00",
+                content,
+            )
+            yield row, chunk_texts
+
+
+def build_synthetic(source: SyntheticSource, root: Path, size: int) -> dict[str, Any]:
+    """``root/synthetic-<size>``: a dataset published like ingest does, cached while its recipe is unchanged."""
+    import numpy as np
+
+    from mcpower.chunking import CHUNKER
+    from mcpower.config import DEFAULT_MODEL
+    from mcpower.embedding import resolve_model
+    from mcpower.errors import McpowerError
+    from mcpower.ingestion import DEFAULT_CHUNK_TOKENS, DEFAULT_OVERLAP
+    from mcpower.manifest import (
+        MANIFEST_NAME,
+        Checksums,
+        ChunkingInfo,
+        Counts,
+        EmbeddingInfo,
+        Manifest,
+        VectorIndexInfo,
+        now_utc,
+        read_manifest,
+        write_manifest,
+    )
+    from mcpower.store import INDEX_FILE, METADATA_FILE, ChunkRow, chunk_id, sha256_file, write_metadata, write_vectors
+
+    ds_id = f"synthetic-{size_label(size)}"
+    folder = root / ds_id
+    recipe = f"synthetic v{SYNTH_VERSION}, {size} chunks from SciFact words and vectors {source.fingerprint}"
+    info_file = folder / "bench-build.json"
+    try:
+        m = read_manifest(folder / MANIFEST_NAME)
+        if m.description == recipe and m.counts.chunks == size and info_file.exists():
+            return {"id": ds_id, "cached": True, **json.loads(info_file.read_text())}
+    except McpowerError:
+        pass
+    shutil.rmtree(folder, ignore_errors=True)
+    staging = folder / "v-synthetic"
+    staging.mkdir(parents=True)
+    note(f"generating {ds_id} ...")
+    ids: list[int] = []
+
+    def chunk_rows() -> Iterator[ChunkRow]:
+        for d, chunk_texts in _synthetic_docs(source, size, seed=size):
+            for o, text in enumerate(chunk_texts):
+                cid = chunk_id(d.path, text, 0)
+                ids.append(cid)
+                yield ChunkRow(cid, d.id, o, d.title, 3 + 2 * o, 3 + 2 * o, text)
+
+    t = time.perf_counter()
+    write_metadata(staging / METADATA_FILE, (d for d, _ in _synthetic_docs(source, size, seed=size)), chunk_rows())
+    metadata_s = time.perf_counter() - t
+    rng = np.random.default_rng(size + 1)
+    vectors = np.vstack([source.vectors_for(rng, min(65536, size - s)) for s in range(0, size, 65536)])
+    note(f"{ds_id}: metadata (SQLite + FTS5) written in {metadata_s:.0f} s; building the vector index ...")
+    t = time.perf_counter()
+    index_info = write_vectors(staging / INDEX_FILE, np.asarray(ids, dtype=np.int64), vectors)
+    index_s = time.perf_counter() - t
+    spec = resolve_model(DEFAULT_MODEL)
+    now = now_utc()
+    manifest = Manifest(
+        id=ds_id,
+        name=ds_id,
+        description=recipe,
+        index=f"v-synthetic/{INDEX_FILE}",
+        metadata=f"v-synthetic/{METADATA_FILE}",
+        embedding=EmbeddingInfo(
+            model=spec.name,
+            backend="onnx",
+            dimension=spec.dimension,
+            max_tokens=spec.max_tokens,
+            model_fingerprint=spec.fingerprint,
+        ),
+        chunking=ChunkingInfo(chunker=CHUNKER, chunk_tokens=DEFAULT_CHUNK_TOKENS, overlap=DEFAULT_OVERLAP),
+        vector_index=VectorIndexInfo(**index_info),
+        fingerprint=f"synthetic-v{SYNTH_VERSION}",
+        counts=Counts(documents=math.ceil(size / CHUNKS_PER_DOC), chunks=size),
+        checksums=Checksums(index=sha256_file(staging / INDEX_FILE), metadata=sha256_file(staging / METADATA_FILE)),
+        created_at=now,
+        updated_at=now,
+        mcpower_version="bench",
+    )
+    info = {"index_kind": index_info["kind"], "metadata_s": round(metadata_s, 1), "index_build_s": round(index_s, 1)}
+    info_file.write_text(json.dumps(info))
+    write_manifest(manifest, folder)
+    note(f"{ds_id}: {index_info['kind']} index built in {index_s:.0f} s")
+    return {"id": ds_id, "cached": False, **info}
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    import faiss
+    import numpy as np
+
+    from mcpower.evaluation import load_queries
+    from mcpower.fts import match_query
+    from mcpower.registry import Registry
+    from mcpower.store import HNSW_THRESHOLD
+
+    sizes = args.scale or ([10_000] if args.quick else [10_000, 100_000])
+    scifact, _, _ = collection_dataset(args.corpora, "scifact", args.datasets_dir, args.quick)
+    docs_dir, qpath, _ = collection_files(args.corpora, "scifact")
+    source = SyntheticSource(args.datasets_dir / scifact["id"], docs_dir)
+    queries = list(load_queries(qpath).values())[: 100 if args.quick else 300]
+    root = args.datasets_dir / "synthetic"
+    out: dict[str, Any] = {
+        "queries": len(queries),
+        "top_k": 10,
+        "hnsw_threshold": HNSW_THRESHOLD,
+        "blas_threshold": int(faiss.cvar.distance_compute_blas_threshold),
+        "faiss_omp_threads": faiss.omp_get_max_threads(),
+        "sizes": {},
+    }
+    modes = ("hybrid", "semantic", "keyword")
+    for size in sizes:
+        build = build_synthetic(source, root, size)
+        ds = build["id"]
+        registry = Registry(root)
+        t = time.perf_counter()
+        store = registry.store(ds)  # verifies checksums, reads the index and opens SQLite
+        load_s = time.perf_counter() - t
+        emb = registry.embedder_for(store.manifest)
+        for q in queries[:10]:  # warm-up: page cache, first-call allocations
+            for mode in modes:
+                registry.search(q, ds, 10, mode)
+        times: dict[str, list[float]] = {m: [] for m in modes}
+        for i, q in enumerate(queries):
+            for mode in modes[i % 3 :] + modes[: i % 3]:  # rotate, so load drift hits every mode alike
+                t = time.perf_counter()
+                registry.search(q, ds, 10, mode)
+                times[mode].append(time.perf_counter() - t)
+        # Where the time goes, at the depth search asks for (50): the query embedding, the vector side,
+        # the keyword side (top 50), and hybrid's keyword pass (BM25 of every match, in one pass).
+        qvecs, parts = [], {"embed_query": [], "vector": [], "keyword": [], "keyword_all": []}
+        for q in queries:
+            t = time.perf_counter()
+            qvecs.append(emb.embed_query(q))
+            parts["embed_query"].append(time.perf_counter() - t)
+        for qv in qvecs:
+            t = time.perf_counter()
+            store.semantic(qv, 50)
+            parts["vector"].append(time.perf_counter() - t)
+        for q in queries:
+            match = match_query(q)
+            if not match:
+                continue
+            t = time.perf_counter()
+            store.keyword(match, 50)
+            parts["keyword"].append(time.perf_counter() - t)
+            t = time.perf_counter()
+            store.keyword(match, None)
+            parts["keyword_all"].append(time.perf_counter() - t)
+        entry: dict[str, Any] = {
+            "dataset": build,
+            "load_s": round(load_s, 2),
+            "modes": {m: lat_stats(v) for m, v in times.items()},
+            "parts": {k: lat_stats(v) for k, v in parts.items()},
+            "load_average": load_avg(),
+            "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),  # sizes are merged across runs
+        }
+        if store.manifest.vector_index.kind == "hnsw":
+            entry["hnsw"] = hnsw_recall(store, np.stack(qvecs))
+        out["sizes"][str(size)] = entry
+        registry.close()
+        del store, registry
+    print_search(out)
+    estimate_1m(out, root)
+    return out
+
+
+def hnsw_recall(store: Any, qvecs: Any) -> dict[str, Any]:
+    """recall@10 of the store's HNSW search (as Registry.search runs it) against exact inner-product search.
+
+    Also times the exact search of a 100-query batch three ways: faiss >= 1.15 takes the BLAS path
+    only when nq * d >= distance_compute_blas_threshold (128,000), which a batch of 100 384-d
+    queries is not; lowering the threshold to 0 forces BLAS, and one OpenMP thread avoids BLAS and
+    OpenMP threads fighting over few CPUs.
+    """
+    import faiss
+    import numpy as np
+
+    index = faiss.read_index(str(store.folder / store.manifest.index))
+    ids = faiss.vector_to_array(index.id_map)
+    flat = faiss.IndexFlatIP(index.d)
+    flat.add(index.index.reconstruct_n(0, index.ntotal))
+    batch = np.ascontiguousarray(qvecs[:100])
+    default_threshold, threads = faiss.cvar.distance_compute_blas_threshold, faiss.omp_get_max_threads()
+    exact_ms = {}
+    for label, threshold, n_threads in (
+        ("default", default_threshold, threads),
+        ("blas", 0, threads),
+        ("blas_1_thread", 0, 1),
+    ):
+        faiss.cvar.distance_compute_blas_threshold = threshold
+        faiss.omp_set_num_threads(n_threads)
+        t = time.perf_counter()
+        flat.search(batch, 10)
+        exact_ms[label] = round((time.perf_counter() - t) * 1000, 1)
+    _, exact = flat.search(np.ascontiguousarray(qvecs), 10)  # still BLAS, one thread
+    faiss.cvar.distance_compute_blas_threshold = default_threshold
+    truth = [set(ids[row].tolist()) for row in exact]
+    faiss.omp_set_num_threads(threads)
+    found = [[i for i, _ in store.semantic(qv, 50)[:10]] for qv in qvecs]
+    recall = statistics.fmean(len(truth[i] & set(f)) / 10 for i, f in enumerate(found))
+    sweep = {}
+    hnsw = faiss.downcast_index(index.index)
+    faiss.omp_set_num_threads(1)  # as KnowledgeStore.semantic searches
+    for ef in EF_SWEEP:
+        hnsw.hnsw.efSearch = ef
+        times, hits = [], []
+        for i, qv in enumerate(qvecs):
+            t = time.perf_counter()
+            _, got = index.search(qv.reshape(1, -1), 10)
+            times.append(time.perf_counter() - t)
+            hits.append(len(truth[i] & set(got[0].tolist())) / 10)
+        sweep[str(ef)] = {"recall@10": round(statistics.fmean(hits), 4), **lat_stats(times)}
+    faiss.omp_set_num_threads(threads)
+    return {
+        "recall@10": round(recall, 4),
+        "ef_search": store.manifest.vector_index.ef_search,
+        "ef_sweep": sweep,
+        "exact_100_queries_ms": exact_ms,
+    }
+
+
+def print_search(out: dict[str, Any]) -> None:
+    rows = []
+    for size, e in out["sizes"].items():
+        b = e["dataset"]
+        row = [size_label(int(size)), b["index_kind"]]
+        row += [f"{e['modes'][m][p]:.1f}" for m in ("hybrid", "semantic", "keyword") for p in ("p50_ms", "p95_ms")]
+        row += [e.get("hnsw", {}).get("recall@10"), f"{b['index_build_s']:.1f}", f"{e['load_s']:.2f}"]
+        rows.append(row)
+    heads = ["chunks", "index", "hyb p50", "hyb p95", "sem p50", "sem p95", "kw p50", "kw p95"]
+    table(
+        f"search: Registry.search top_k 10, ms, {out['queries']} SciFact queries on synthetic data",
+        [*heads, "recall@10", "build s", "load s"],
+        rows,
+    )
+    parts = ("embed_query", "vector", "keyword", "keyword_all")
+    table(
+        "search parts, p50 / p95 ms: query embedding (ONNX), vector search k=50, FTS5 BM25 top 50,"
+        " BM25 of the 50 vector candidates (hybrid's second FTS5 pass)",
+        ["chunks", *parts],
+        [
+            [size_label(int(s)), *(f"{e['parts'][p]['p50_ms']:.2f} / {e['parts'][p]['p95_ms']:.2f}" for p in parts)]
+            for s, e in out["sizes"].items()
+        ],
+    )
+    for size, e in out["sizes"].items():
+        if "hnsw" in e:
+            h = e["hnsw"]
+            sweep = ", ".join(
+                f"ef {ef}: recall {v['recall@10']:.4f} p50 {v['p50_ms']:.2f} ms" for ef, v in h["ef_sweep"].items()
+            )
+            print(
+                f"HNSW at {size_label(int(size))}: recall@10 {h['recall@10']:.4f} (efSearch {h['ef_search']}); {sweep}"
+            )
+            x = h["exact_100_queries_ms"]
+            print(
+                f"  exact search, 100 queries in one batch: {x['default']:.0f} ms with faiss's defaults, "
+                f"{x['blas']:.0f} ms with distance_compute_blas_threshold = 0, {x['blas_1_thread']:.0f} ms with "
+                "that and one OpenMP thread"
+            )
+
+
+def estimate_1m(out: dict[str, Any], root: Path) -> None:
+    """Extrapolate the 1M HNSW build from the 100k one: n log n."""
+    done = out["sizes"]
+    source = done.get("100000", {}).get("dataset")
+    if source is None:
+        cached = root / "synthetic-100k" / "bench-build.json"
+        source = json.loads(cached.read_text()) if cached.exists() else None
+    if source is None or "1000000" in done:
+        return
+    est = source["index_build_s"] * 10 * math.log(1e6) / math.log(1e5)
+    out["hnsw_build_1m_estimate_s"] = round(est)
+    print(
+        f"HNSW build at 1M estimated from 100k ({source['index_build_s']:.0f} s x 12): ~{est / 60:.0f} min"
+        + (" -> 1M is opt-in (--scale 1m)" if est > 1200 else "")
+    )

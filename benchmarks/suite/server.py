@@ -1,0 +1,274 @@
+"""Section mcp: the server over real stdio (round trip, start-up against a bare MCPServer, memory) and a cold CLI search.
+
+The client is stdlib-only (JSON lines on the child's stdin/stdout), so the figures are the server's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from suite.datasets import ensure_dataset
+from suite.report import REPO, lat_stats, load_avg, table
+
+PROTOCOL_VERSION = "2025-11-25"
+MCP_QUERIES = [
+    "how do I declare a path parameter with a type",
+    "query parameters with default values",
+    "request body with a Pydantic model",
+    "dependency injection with yield",
+    "OAuth2 password flow with JWT tokens",
+    "CORS middleware configuration",
+    "background tasks after returning a response",
+    "upload files with UploadFile",
+    "custom exception handlers",
+    "response_model to filter output data",
+    "run the app with uvicorn in production",
+    "testing with TestClient",
+    "websockets endpoint",
+    "SQL databases with SQLModel",
+    "settings and environment variables",
+    "async def vs def path operations",
+    "status codes in responses",
+    "header parameters and cookies",
+    "bigger applications with APIRouter",
+    "OpenAPI metadata and docs URLs",
+    "form data fields",
+    "validation errors 422",
+    "deploy with Docker",
+    "lifespan events startup shutdown",
+    "streaming responses",
+]
+
+
+class StdioClient:
+    """A stdlib MCP client over a subprocess's stdin/stdout, one JSON line per message."""
+
+    def __init__(self, argv: list[str], env: dict[str, str] | None = None) -> None:
+        self.errfile = tempfile.TemporaryFile()  # noqa: SIM115 - closed in close()
+        self.started = time.perf_counter()
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.errfile, env=env)
+        self.next_id = 0
+
+    def send(self, method: str, params: dict[str, Any] | None = None, notify: bool = False) -> int:
+        msg: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            msg["params"] = params
+        if not notify:
+            self.next_id += 1
+            msg["id"] = self.next_id
+        assert self.proc.stdin is not None
+        self.proc.stdin.write((json.dumps(msg, separators=(",", ":")) + "\n").encode())
+        self.proc.stdin.flush()
+        return self.next_id
+
+    def receive(self, want_id: int, timeout: float = 120.0) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            raw = self.proc.stdout.readline()
+            if not raw:
+                raise EOFError(f"server closed stdout (rc={self.proc.poll()}): {self.stderr_tail()}")
+            msg = json.loads(raw)  # a non-JSON line on stdout is a protocol violation: let it fail
+            if isinstance(msg, dict) and msg.get("id") == want_id:
+                return msg
+        raise TimeoutError(f"no response to request {want_id}")
+
+    def request(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        resp = self.receive(self.send(method, params))
+        if "result" not in resp:
+            raise RuntimeError(f"{method} failed: {resp}")
+        return dict(resp["result"])
+
+    def initialize(self) -> float:
+        """Send initialize (the pipe buffers it while the server starts); seconds from spawn to the response."""
+        self.request(
+            "initialize",
+            {
+                "protocolVersion": PROTOCOL_VERSION,
+                "capabilities": {},
+                "clientInfo": {"name": "mcpower-bench", "version": "0"},
+            },
+        )
+        elapsed = time.perf_counter() - self.started
+        self.send("notifications/initialized", notify=True)
+        return elapsed
+
+    def call_tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        result = self.request("tools/call", {"name": name, "arguments": arguments})
+        if result.get("isError"):
+            raise RuntimeError(f"{name} returned an error: {result.get('content')}")
+        return result
+
+    def memory(self) -> dict[str, float]:
+        """VmRSS and VmHWM of the server process, in MB."""
+        out = {}
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                out[key] = round(int(value.split()[0]) / 1024, 1)
+        return out
+
+    def stderr_tail(self) -> str:
+        self.errfile.seek(0)
+        return self.errfile.read().decode(errors="replace")[-2000:]
+
+    def close(self) -> None:
+        if self.proc.stdin:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.errfile.close()
+
+
+def mcpower_argv() -> list[str]:
+    """The installed `mcpower` console script next to this interpreter, else `python -m mcpower`."""
+    script = Path(sys.executable).parent / "mcpower"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "mcpower"]
+
+
+def startup(argv: list[str], tool: str, arguments: dict[str, Any]) -> dict[str, float]:
+    """Seconds from spawn to the initialize response and to the first tools/call result."""
+    client = StdioClient(argv)
+    try:
+        init = client.initialize()
+        client.call_tool(tool, arguments)
+        return {"initialize": init, "first_call": time.perf_counter() - client.started}
+    finally:
+        client.close()
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    root = args.datasets_dir / "mcp"
+    corpus = args.corpora / "docs-fastapi" / "corpus"
+    dataset = ensure_dataset(corpus, root, "fastapi")
+    calls = 50 if args.quick else 200
+    runs = 2 if args.quick else 5
+    serve = [*mcpower_argv(), "serve", "--stdio", "--datasets-dir", str(root)]
+    bare = [sys.executable, str(REPO / "benchmarks" / "bare_server.py"), "serve"]
+    search_args = {"query": MCP_QUERIES[0], "dataset": "fastapi"}
+
+    # Start-up, mcpower and bare alternating so both see the same machine; one discarded run each first.
+    starts: dict[str, list[dict[str, float]]] = {"mcpower": [], "bare": []}
+    for i in range(runs + 1):
+        m = startup(serve, "knowledge_search", search_args)
+        b = startup(bare, "echo", {"text": "hello"})
+        if i:
+            starts["mcpower"].append(m)
+            starts["bare"].append(b)
+    start = {
+        name: {k: round(statistics.median(r[k] for r in rs), 3) for k in ("initialize", "first_call")}
+        for name, rs in starts.items()
+    }
+
+    # The warm round trip, and the server's memory.
+    client = StdioClient(serve)
+    try:
+        client.initialize()
+        for q in MCP_QUERIES * 2:  # warm-up: the stores and the model load after the handshake
+            client.call_tool("knowledge_search", {"query": q, "dataset": "fastapi"})
+        mem_warm = client.memory()
+        rtt, core, results = [], [], 0
+        for i in range(calls):
+            t = time.perf_counter()
+            r = client.call_tool("knowledge_search", {"query": MCP_QUERIES[i % len(MCP_QUERIES)], "dataset": "fastapi"})
+            rtt.append(time.perf_counter() - t)
+            core.append(r["structuredContent"]["meta"]["duration_ms"] / 1000)  # Registry.search, inside the server
+            results += len(r["structuredContent"]["results"])
+        mem_after = client.memory()
+        rtt_all = []  # without `dataset`: every call rescans the datasets folder and searches all datasets
+        for i in range(min(calls, 50)):
+            t = time.perf_counter()
+            client.call_tool("knowledge_search", {"query": MCP_QUERIES[i % len(MCP_QUERIES)]})
+            rtt_all.append(time.perf_counter() - t)
+    finally:
+        client.close()
+
+    cold = cold_search(root, runs)
+    out = {
+        "dataset": dataset,
+        "calls": calls,
+        "tool_call": lat_stats(rtt),
+        "core_search_in_server": lat_stats(core),
+        "tool_call_all_datasets": lat_stats(rtt_all),
+        "mean_results": round(results / calls, 1),
+        "startup_runs": runs,
+        "startup_s": start,
+        "startup_delta_s": {k: round(start["mcpower"][k] - start["bare"][k], 3) for k in ("initialize", "first_call")},
+        "rss_mb": {"after_warm_up": mem_warm, f"after_{calls}_calls": mem_after},
+        "cold_search": cold,
+        "load_average": load_avg(),
+    }
+    rows = [
+        ["tools/call knowledge_search (dataset given)", out["tool_call"]["p50_ms"], out["tool_call"]["p95_ms"]],
+        [
+            "  of which Registry.search (meta.duration_ms)",
+            out["core_search_in_server"]["p50_ms"],
+            out["core_search_in_server"]["p95_ms"],
+        ],
+        [
+            "tools/call knowledge_search (all datasets)",
+            out["tool_call_all_datasets"]["p50_ms"],
+            out["tool_call_all_datasets"]["p95_ms"],
+        ],
+    ]
+    table(f"mcp: warm round trip over stdio, {calls} calls, ms", ["call", "p50", "p95"], rows)
+    table(
+        f"mcp: start-up, median of {runs} (s)",
+        ["server", "spawn->initialize", "spawn->first result"],
+        [[k, v["initialize"], v["first_call"]] for k, v in start.items()]
+        + [["mcpower - bare", out["startup_delta_s"]["initialize"], out["startup_delta_s"]["first_call"]]],
+    )
+    table(
+        "mcp: server memory (MB)",
+        ["when", "VmRSS", "VmHWM"],
+        [[k, v.get("VmRSS"), v.get("VmHWM")] for k, v in out["rss_mb"].items()],
+    )
+    print(
+        f"cold `mcpower search fastapi ...`: median {cold['median_s']:.2f} s of {runs} "
+        f"(min {cold['min_s']:.2f}); torch imported: {cold['torch_imported']}; "
+        f"heaviest imports: {', '.join(f'{n} {s:.2f}s' for n, s in cold['top_imports'][:5])}"
+    )
+    return out
+
+
+def cold_search(root: Path, runs: int) -> dict[str, Any]:
+    """Wall time of `mcpower search` in a fresh process, and whether it imported torch."""
+    argv = [*mcpower_argv(), "search", "fastapi", "how do I declare a path parameter", "--datasets-dir", str(root)]
+    times = []
+    for i in range(runs + 1):
+        t = time.perf_counter()
+        subprocess.run(argv, check=True, capture_output=True)
+        if i:  # the first run fills the page cache
+            times.append(time.perf_counter() - t)
+    probe = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "mcpower", *argv[argv.index("search") :]],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    modules: dict[str, float] = {}
+    for line in probe.stderr.splitlines():
+        if line.startswith("import time:") and "|" in line:
+            _, cumulative, name = line.split("|")
+            if cumulative.strip().isdigit():
+                modules[name.strip()] = int(cumulative.strip()) / 1e6
+    top = sorted(((n, s) for n, s in modules.items() if "." not in n), key=lambda x: -x[1])[:8]
+    heavy = ("torch", "sentence_transformers", "transformers")
+    return {
+        "median_s": round(statistics.median(times), 3),
+        "min_s": round(min(times), 3),
+        "runs_s": [round(t, 3) for t in times],
+        "torch_imported": any(n.split(".")[0] in heavy for n in modules),
+        "top_imports": [(n, round(s, 3)) for n, s in top],
+    }

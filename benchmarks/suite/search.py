@@ -351,7 +351,7 @@ def print_search(out: dict[str, Any]) -> None:
     parts = ("embed_query", "vector", "keyword", "keyword_all")
     table(
         "search parts, p50 / p95 ms: query embedding (ONNX), vector search k=50, FTS5 BM25 top 50,"
-        " BM25 of the 50 vector candidates (hybrid's second FTS5 pass)",
+        " BM25 of every match in one pass (hybrid's keyword side)",
         ["chunks", *parts],
         [
             [size_label(int(s)), *(f"{e['parts'][p]['p50_ms']:.2f} / {e['parts'][p]['p95_ms']:.2f}" for p in parts)]

@@ -12,7 +12,6 @@ A dataset folder looks like::
 from __future__ import annotations
 
 import json
-import math
 import os
 import stat
 from datetime import datetime, timezone
@@ -179,7 +178,3 @@ def fsync_path(path: Path) -> None:
 
 def now_utc() -> datetime:
     return datetime.now(timezone.utc).replace(microsecond=0)
-
-
-def is_finite(x: float) -> bool:
-    return math.isfinite(x)

@@ -69,7 +69,6 @@ class ModelSpec:
     path: Path
     dimension: int
     max_tokens: int
-    normalize: bool
 
     @property
     def fingerprint(self) -> str:
@@ -128,12 +127,11 @@ def _read_model_config(path: Path) -> dict[str, Any]:
     config = load("config.json")
     pooling = load("1_Pooling/config.json")
     st_config = load("sentence_bert_config.json")
-    modules = json.dumps(load("modules.json") or [])
     dimension = pooling.get("word_embedding_dimension") or config.get("hidden_size")
     max_tokens = st_config.get("max_seq_length") or config.get("max_position_embeddings") or 512
     if not isinstance(dimension, int) or not isinstance(max_tokens, int):
         raise EmbeddingModelError(f"cannot read the dimension of the model in {path.name!r}")
-    return {"dimension": dimension, "max_tokens": max_tokens, "normalize": "Normalize" in modules}
+    return {"dimension": dimension, "max_tokens": max_tokens}
 
 
 class _TokenCounter:

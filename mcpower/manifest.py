@@ -24,7 +24,6 @@ from pydantic.alias_generators import to_camel
 from mcpower.errors import InvalidManifestError
 
 MANIFEST_NAME = "manifest.json"
-SCHEMA_VERSION = 1
 # The seed caps manifests at 10 KB: they are pointers, never data. Checked before reading.
 MAX_MANIFEST_BYTES = 10 * 1024
 ID_PATTERN = r"^[a-z0-9-]+$"

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import FakeEmbedder
+from conftest import FakeEmbedder, valid_manifest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from server_fixtures import build_datasets
@@ -28,31 +28,7 @@ from mcpower.results import MODES, SearchFilters, SearchResponse
 # Modest budgets: the whole file runs in a few seconds on a loaded two-core machine.
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
-VALID = {
-    "schemaVersion": 1,
-    "id": "docs",
-    "name": "Docs",
-    "description": "Documents",
-    "index": "v-1/index.faiss",
-    "metadata": "v-1/meta.sqlite",
-    "defaultTopK": 5,
-    "embedding": {
-        "model": "all-MiniLM-L6-v2",
-        "backend": "onnx",
-        "dimension": 384,
-        "normalized": True,
-        "maxTokens": 256,
-        "modelFingerprint": "4e33fa4b2a5c5869",
-    },
-    "chunking": {"chunker": "mcpower-md-v1", "chunkTokens": 250, "overlap": 32},
-    "vectorIndex": {"kind": "flat", "metric": "inner_product", "hnswM": None, "efSearch": None},
-    "fingerprint": "9b47c53a2a60601a776a2240ca31c491",
-    "counts": {"documents": 8, "chunks": 61},
-    "checksums": {"index": "a" * 64, "metadata": "b" * 64},
-    "createdAt": "2026-11-22T17:24:13Z",
-    "updatedAt": "2026-11-22T17:24:13Z",
-    "mcpowerVersion": "0.1.0",
-}
+VALID = valid_manifest()
 
 # Any text, lone surrogates included (what argv bytes that are not UTF-8 become in Python).
 ANY_TEXT = st.text(st.characters(exclude_categories=()), max_size=60)

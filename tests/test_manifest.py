@@ -10,38 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import valid_manifest as valid
 
 from mcpower.errors import DatasetUnavailableError, InvalidManifestError
 from mcpower.manifest import MANIFEST_NAME, MAX_MANIFEST_BYTES, Manifest, read_manifest, write_manifest
-
-
-def valid() -> dict[str, Any]:
-    """A manifest as ingest writes it (camelCase keys)."""
-    return {
-        "schemaVersion": 1,
-        "id": "docs",
-        "name": "My docs",
-        "description": "Documentation of the widget toolkit",
-        "index": "v-20250101T000000-abcdef/index.faiss",
-        "metadata": "v-20250101T000000-abcdef/meta.sqlite",
-        "defaultTopK": 5,
-        "embedding": {
-            "model": "all-MiniLM-L6-v2",
-            "backend": "onnx",
-            "dimension": 384,
-            "normalized": True,
-            "maxTokens": 256,
-            "modelFingerprint": "0123456789abcdef",
-        },
-        "chunking": {"chunker": "mcpower-md-v1", "chunkTokens": 250, "overlap": 32},
-        "vectorIndex": {"kind": "flat", "metric": "inner_product"},
-        "fingerprint": "f" * 32,
-        "counts": {"documents": 3, "chunks": 10},
-        "checksums": {"index": "a" * 64, "metadata": "b" * 64},
-        "createdAt": "2025-01-01T00:00:00Z",
-        "updatedAt": "2025-01-02T00:00:00Z",
-        "mcpowerVersion": "0.1.0",
-    }
 
 
 def write_raw(tmp_path: Path, content: str | bytes) -> Path:

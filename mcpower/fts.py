@@ -8,7 +8,11 @@ characters), which finds any substring.
 
 from __future__ import annotations
 
+import functools
 import re
+import sqlite3
+import threading
+from dataclasses import dataclass
 
 # Porter stemming on top of unicode61: +0.015 nDCG@10 for keyword search on Cranfield (docs/search.md).
 FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
@@ -80,8 +84,19 @@ def segment(text: str) -> str:
     return _CJK_CHAR.sub(r" \1 ", text)
 
 
-def match_query(text: str) -> str | None:
-    """An FTS5 MATCH expression that ORs the quoted terms of ``text``; None if it has no terms."""
+@dataclass(frozen=True)
+class Phrase:
+    """One term of a query: its quoted FTS5 form, and the tokens FTS5 makes of it (stemmed, folded)."""
+
+    fts: str
+    tokens: tuple[str, ...]
+
+
+def query_phrases(text: str) -> list[Phrase]:
+    """The terms of ``text`` a keyword search ORs together: quoted, deduplicated, stopwords dropped.
+
+    A term FTS5 splits into several tokens (a run of CJK characters) is a phrase of adjacent tokens.
+    """
     terms: list[str] = []
     seen: set[str] = set()
     for m in _TERM.finditer(text.lower()):
@@ -90,13 +105,50 @@ def match_query(text: str) -> str | None:
             continue
         seen.add(term)
         if _CJK_CHAR.match(term):
-            terms.append('"' + " ".join(term) + '"')  # a phrase of adjacent characters
+            terms.append(" ".join(term))  # a phrase of adjacent characters
         else:
-            terms.extend('"' + part + '"' for part in term.split("'") if part)
-    if not terms:
-        return None
-    useful = [t for t in terms if t.strip('"') not in STOPWORDS] or terms
-    return " OR ".join(useful[:MAX_TERMS])
+            terms.extend(part for part in term.split("'") if part)
+    useful = ([t for t in terms if t not in STOPWORDS] or terms)[:MAX_TERMS]
+    return [Phrase(f'"{t}"', tokens) for t, tokens in zip(useful, _tokenizer().tokenize(useful)) if tokens]
+
+
+def match_query(text: str) -> str | None:
+    """An FTS5 MATCH expression that ORs the quoted terms of ``text``; None if it has no terms."""
+    return " OR ".join(p.fts for p in query_phrases(text)) or None
+
+
+class _Tokenizer:
+    """FTS5's own tokenizer, run on query text, so a query term is exactly the term the index holds.
+
+    An in-memory FTS5 table receives the texts inside a transaction that is rolled back, and its
+    fts5vocab table reports the tokens (~40 µs a query).
+    """
+
+    def __init__(self) -> None:
+        self._db = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+        self._db.execute(f"CREATE VIRTUAL TABLE q USING fts5(x, tokenize='{FTS_TOKENIZER}')")
+        self._db.execute("CREATE VIRTUAL TABLE q_tokens USING fts5vocab(q, 'instance')")
+        self._lock = threading.Lock()
+
+    def tokenize(self, texts: list[str]) -> list[tuple[str, ...]]:
+        out: list[list[str]] = [[] for _ in texts]
+        if not texts:
+            return []
+        with self._lock:
+            self._db.execute("BEGIN")
+            try:
+                self._db.executemany("INSERT INTO q(rowid, x) VALUES (?, ?)", enumerate(texts))
+                rows = self._db.execute("SELECT doc, term FROM q_tokens ORDER BY doc, offset").fetchall()
+            finally:
+                self._db.execute("ROLLBACK")
+        for doc, term in rows:
+            out[doc].append(term)
+        return [tuple(t) for t in out]
+
+
+@functools.cache
+def _tokenizer() -> _Tokenizer:
+    return _Tokenizer()
 
 
 def query_terms(text: str) -> list[str]:

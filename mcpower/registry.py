@@ -8,7 +8,6 @@ when their manifest is replaced by a newer ingest (a stat per search notices).
 from __future__ import annotations
 
 import contextlib
-import heapq
 import logging
 import os
 import re
@@ -30,7 +29,7 @@ from mcpower.errors import (
     McpowerError,
     ResultNotFoundError,
 )
-from mcpower.fts import match_query, query_terms
+from mcpower.fts import query_terms
 from mcpower.manifest import ID_PATTERN, MANIFEST_NAME, Manifest, read_manifest
 from mcpower.ranking import (
     CANDIDATE_FACTOR,
@@ -449,26 +448,20 @@ class Registry:
     ) -> list[tuple[ChunkHit, float]]:
         depth = max(k * CANDIDATE_FACTOR, MIN_CANDIDATES)
         cosines: dict[int, float] = {}
-        bm25s: dict[int, float] = {}
-        match = match_query(q)
-        every_match: dict[int, float] = {}
-        if mode == "keyword" and match:
-            bm25s = dict(store.keyword(match, depth, filters))
-        elif mode == "hybrid" and match:
-            # One FTS5 pass scores every match: the top `depth` are the keyword candidates, and the
-            # rest answer the BM25 of the semantic candidates (half the time of a second pass).
-            every_match = dict(store.keyword(match, None, filters))
-            bm25s = dict(heapq.nlargest(depth, every_match.items(), key=lambda kv: (kv[1], -kv[0])))
+        # One keyword pass scores every match: the top `depth` are the keyword candidates, and the
+        # rest answer the BM25 of the semantic candidates.
+        matches = store.keyword(q, filters) if mode != "semantic" else None
+        bm25s = dict(matches.top(depth)) if matches is not None else {}
         if mode != "keyword":
             qvec = self.embedder_for(store.manifest).embed_query(q)
             cosines = dict(store.semantic(qvec, depth, filters))
-            if mode == "hybrid":
+            if matches is not None:
                 # Score every candidate on both sides, so fusion never guesses a missing score.
                 missing = [i for i in bm25s if i not in cosines]
                 if missing:
                     vecs = store.vectors(missing)
                     cosines.update(zip(missing, (vecs @ qvec).tolist()))
-                bm25s.update((i, every_match[i]) for i in cosines if i in every_match)
+                bm25s.update(matches.scores_of(cosines))
         ranked = fuse(mode, cosines, bm25s)[:k]
         hits = store.chunks([i for i, _ in ranked])
         return [(hits[i], s) for i, s in ranked if i in hits]  # ids FAISS invented are dropped

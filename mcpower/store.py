@@ -1,6 +1,7 @@
 """KnowledgeStore: one published dataset version on disk — FAISS vectors plus a SQLite database.
 
-The SQLite file holds documents, chunks and an FTS5 index over chunk text, title and heading path.
+The SQLite file holds documents, chunks, an FTS5 index over chunk text, title and heading path,
+and per-term BM25 postings derived from it (mcpower/keyword.py).
 FAISS ids are chunk ids, so a vector hit leads to its chunk and a chunk to its vector. Files are
 verified against the manifest's sha256 before they are used; a published version is never
 modified, so a loaded store stays consistent while newer versions are published beside it.
@@ -23,7 +24,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mcpower.errors import IndexMismatchError, InvalidManifestError
-from mcpower.fts import FTS_TOKENIZER, segment
+from mcpower.fts import FTS_TOKENIZER, query_phrases, segment
+from mcpower.keyword import COLUMN_WEIGHTS, KeywordHits, chunk_ids, combine, has_postings, read_postings, write_postings
 from mcpower.manifest import Manifest, fsync_path
 from mcpower.results import SearchFilters
 
@@ -42,8 +44,6 @@ HNSW_EF_CONSTRUCTION = 200
 HNSW_EF_SEARCH = 128
 # With a filter this selective, HNSW's graph walk may miss; score the few allowed vectors exactly.
 EXACT_FILTER_MAX = 8192
-# BM25 column weights for (text, title, heading_path): a title or heading hit says more than a body hit.
-BM25_WEIGHTS = (1.0, 2.0, 1.5)
 
 SCHEMA = f"""
 CREATE TABLE documents (
@@ -131,7 +131,7 @@ def sha256_file(path: Path) -> str:
 
 
 def write_metadata(path: Path, documents: Iterable[DocumentRow], chunks: Iterable[ChunkRow]) -> None:
-    """Create the SQLite file at ``path`` with documents, chunks and the full-text index."""
+    """Create the SQLite file at ``path`` with documents, chunks, the full-text index and its postings."""
     with closing(sqlite3.connect(path)) as db:
         db.executescript("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;" + SCHEMA)
         titles: dict[int, str] = {}
@@ -145,6 +145,7 @@ def write_metadata(path: Path, documents: Iterable[DocumentRow], chunks: Iterabl
                 (c.id, segment(c.text), segment(titles[c.document_id]), segment(c.heading_path)),
             )
         db.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('optimize')")
+        write_postings(db)
         db.commit()
     fsync_path(path)
 
@@ -204,11 +205,21 @@ class KnowledgeStore:
     Thread-safe: FAISS searches run in parallel; SQLite access is serialised by a lock.
     """
 
-    def __init__(self, manifest: Manifest, folder: Path, index: Any, db: sqlite3.Connection) -> None:
+    def __init__(
+        self,
+        manifest: Manifest,
+        folder: Path,
+        index: Any,
+        db: sqlite3.Connection,
+        ids: NDArray[np.int64],
+        postings: bool,
+    ) -> None:
         self.manifest = manifest
         self.folder = folder
         self._index = index
         self._db = db
+        self._ids = ids  # every chunk id, ascending: the rows of the keyword postings
+        self._postings = postings  # False for a database written before postings existed: FTS5 scores all
         self._lock = threading.Lock()
 
     @property
@@ -252,23 +263,33 @@ class KnowledgeStore:
         # FAISS pads with -1 and a damaged index could return anything: keep finite scores only.
         return [(int(i), float(s)) for i, s in zip(ids, scores) if i >= 0 and np.isfinite(s)]
 
-    def keyword(self, match: str, k: int | None, filters: SearchFilters | None = None) -> list[tuple[int, float]]:
-        """(chunk id, BM25) pairs for an FTS5 ``match`` expression, best first; BM25 here is ≥ 0.
+    def keyword(self, query: str, filters: SearchFilters | None = None) -> KeywordHits:
+        """Every chunk passing ``filters`` that holds a term of ``query``, with its BM25 (as FTS5 scores it).
 
-        ``k`` None returns every match (hybrid search scores all its candidates from one pass).
+        Raises:
+            IndexMismatchError: the postings do not fit the chunk table.
         """
-        where, args = _filter_sql(filters)
-        sql = "SELECT rowid, -bm25(chunks_fts, ?, ?, ?) FROM chunks_fts WHERE chunks_fts MATCH ?"
-        if where:
-            sql += f" AND rowid IN (SELECT c.id FROM chunks c JOIN documents d ON d.id = c.document_id {where})"
-        params: tuple[Any, ...] = (*BM25_WEIGHTS, match, *args)
-        if k is not None:
-            # `rank` with the same column weights, so the order agrees with the scores returned.
-            sql += f" AND rank MATCH 'bm25({', '.join(map(str, BM25_WEIGHTS))})' ORDER BY rank LIMIT ?"
-            params += (k,)
+        phrases = query_phrases(query)
+        single = [p.tokens[0] for p in phrases if self._postings and len(p.tokens) == 1]
+        by_fts = [p.fts for p in phrases if not (self._postings and len(p.tokens) == 1)]
         with self._lock:
-            rows = self._db.execute(sql, params).fetchall()
-        return [(int(i), max(float(s), 0.0)) for i, s in rows]
+            postings = read_postings(self._db, single)
+            fts_scores = (
+                self._db.execute(
+                    "SELECT rowid, -bm25(chunks_fts, ?, ?, ?) FROM chunks_fts WHERE chunks_fts MATCH ?",
+                    (*COLUMN_WEIGHTS, " OR ".join(by_fts)),
+                ).fetchall()
+                if by_fts
+                else []
+            )
+        allowed = None
+        if filters is not None and filters.active:
+            allowed = np.zeros(len(self._ids), dtype=bool)
+            allowed[np.searchsorted(self._ids, np.array(self.filtered_ids(filters), dtype=np.int64))] = True
+        try:
+            return combine(self._ids, postings, fts_scores, allowed)
+        except ValueError as e:
+            raise IndexMismatchError(f"{self.id}: {self.manifest.metadata}: {e}; re-run `mcpower ingest`") from e
 
     def filtered_ids(self, filters: SearchFilters) -> list[int]:
         where, args = _filter_sql(filters)
@@ -392,6 +413,8 @@ def _check_schema(db: sqlite3.Connection) -> None:
     """
     db.execute(f"{_HIT_SQL} LIMIT 0").fetchall()
     db.execute("SELECT rowid, bm25(chunks_fts) FROM chunks_fts WHERE chunks_fts MATCH 'probe' LIMIT 0").fetchall()
+    if has_postings(db):
+        read_postings(db, ["probe"])
     for table, row in (("documents", DocumentRow), ("chunks", ChunkRow)):
         cursor = db.execute(f"SELECT * FROM {table} LIMIT 0")  # rows are unpacked into these dataclasses
         if len(cursor.description) != len(fields(row)):
@@ -434,6 +457,8 @@ def open_store(folder: Path, manifest: Manifest, verify: bool = True) -> Knowled
         n_chunks, n_docs = db.execute(
             "SELECT (SELECT count(*) FROM chunks), (SELECT count(*) FROM documents)"
         ).fetchone()
+        ids = chunk_ids(db)
+        postings = has_postings(db)
     except sqlite3.Error as e:
         if db is not None:
             db.close()
@@ -444,4 +469,4 @@ def open_store(folder: Path, manifest: Manifest, verify: bool = True) -> Knowled
             f"{name}: counts disagree (index {index.ntotal} vectors, database {n_chunks} chunks / "
             f"{n_docs} documents, manifest {manifest.counts.chunks} / {manifest.counts.documents})"
         )
-    return KnowledgeStore(manifest, folder, index, db)
+    return KnowledgeStore(manifest, folder, index, db, ids, postings)

@@ -181,7 +181,7 @@ for n, hex_bytes in enumerate(cases):
         print("other", n, type(e).__name__, str(e)[:200].replace("\n", " "), flush=True)
         continue
     try:
-        hits = store.semantic(query, 10) + store.keyword('"zephyrine" OR "marmalade"', 10)
+        hits = store.semantic(query, 10) + store.keyword("zephyrine marmalade").top(10)
         rows = store.chunks([i for i, _ in hits])  # ids FAISS made up are simply absent here
         finite = all(np.isfinite(s) for _, s in hits)
         print("ok", n, f"hits={len(hits)}", f"rows={len(rows)}", f"finite={finite}", flush=True)

@@ -24,7 +24,6 @@ from server_fixtures import StdioServer, write_launcher
 import mcpower.ingestion
 import mcpower.registry
 import mcpower.store
-from mcpower.fts import match_query
 from mcpower.ingestion import ingest
 from mcpower.manifest import Manifest
 from mcpower.registry import Registry
@@ -90,7 +89,7 @@ def test_a_loaded_store_keeps_answering_after_its_version_is_pruned(
     publish(sources["v2"], datasets)
     publish(sources["v1"], datasets)  # keeps the current and previous versions: prunes the first
 
-    ids = [i for i, _ in old.keyword(match_query(QUERY), 10)]
+    ids = [i for i, _ in old.keyword(QUERY).top(10)]
     hits = old.chunks(ids)
 
     assert not old_version.exists()

@@ -1,0 +1,160 @@
+"""Keyword side of search: BM25 from per-term postings, scored exactly as FTS5's bm25() would.
+
+FTS5 scores an OR query by visiting every row that matches any term, which at 100k chunks costs
+~85 ms a query. So ingest turns the FTS5 index's own terms (read through fts5vocab, so query and
+index agree on every stem) into postings: for each term, the rows of the chunks holding it and
+each chunk's BM25 contribution for that term. A query then adds up its terms' postings with numpy.
+
+This is exact, not an approximation: BM25 of an OR query is the sum over its phrases of
+idf(phrase) · tf-part(phrase, chunk), each phrase's part independent of the others. Single-token
+phrases come from the postings; multi-token phrases (runs of CJK characters, which need
+adjacency) come from FTS5 itself. Either way the total equals ``-bm25(chunks_fts, weights)``
+to float precision (tests/test_keyword.py). A database written before postings existed is scored
+by FTS5 alone.
+
+Rows index the chunk ids in ascending order (``SELECT id FROM chunks ORDER BY id``).
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+# FTS5's bm25() constants (sqlite/ext/fts5/fts5_aux.c); changing them would break the equality above.
+K1 = 1.2
+B = 0.75
+# FTS5 clamps a non-positive idf (a term in more than half the rows) to this.
+MIN_IDF = 1e-6
+# Column weights for (text, title, heading_path): a title or heading hit says more than a body hit.
+COLUMN_WEIGHTS = (1.0, 2.0, 1.5)
+POSTINGS_TABLE = "keyword_postings"
+POSTINGS_SCHEMA = f"""
+CREATE TABLE {POSTINGS_TABLE} (
+    term TEXT PRIMARY KEY,
+    chunk_rows BLOB NOT NULL,  -- int32, ascending
+    impacts BLOB NOT NULL      -- float32 BM25 contribution of the term to each of those chunks
+);
+"""
+_ROW = np.dtype("<i4")
+_IMPACT = np.dtype("<f4")
+
+
+def write_postings(db: sqlite3.Connection) -> None:
+    """Fill the postings table from the FTS5 table ``chunks_fts`` of ``db`` (ingest, after the FTS5 rows)."""
+    db.executescript(POSTINGS_SCHEMA)
+    db.execute("CREATE VIRTUAL TABLE temp.chunks_vocab USING fts5vocab(main, chunks_fts, 'instance')")
+    try:
+        ids = chunk_ids(db)
+        n = len(ids)
+        lengths = np.zeros(n, dtype=np.float64)  # tokens in all columns, as bm25() counts a row's size
+        for doc, size in db.execute("SELECT doc, count(*) FROM temp.chunks_vocab GROUP BY doc"):
+            lengths[np.searchsorted(ids, doc)] = size
+        if n == 0:
+            return
+        norm = K1 * (1 - B + B * lengths / (lengths.sum() / n))
+        weight = "CASE col WHEN 'text' THEN ? WHEN 'title' THEN ? ELSE ? END"
+        per_term = db.execute(
+            "SELECT term, group_concat(doc), group_concat(tf) FROM ("
+            f"  SELECT term, doc, sum({weight}) AS tf FROM temp.chunks_vocab GROUP BY term, doc"
+            ") GROUP BY term",
+            COLUMN_WEIGHTS,
+        )
+        insert = f"INSERT INTO {POSTINGS_TABLE} VALUES (?, ?, ?)"
+        for term, docs, tfs in per_term:
+            rows = np.searchsorted(ids, np.array(docs.split(","), dtype=np.int64))
+            tf = np.array(tfs.split(","), dtype=np.float64)
+            idf = max(math.log((n - len(rows) + 0.5) / (len(rows) + 0.5)), MIN_IDF)
+            impacts = idf * tf * (K1 + 1) / (tf + norm[rows])
+            db.execute(insert, (term, rows.astype(_ROW).tobytes(), impacts.astype(_IMPACT).tobytes()))
+    finally:
+        db.execute("DROP TABLE temp.chunks_vocab")
+
+
+def chunk_ids(db: sqlite3.Connection) -> NDArray[np.int64]:
+    """Every chunk id, ascending: position i in this array is row i of the postings."""
+    ids = np.array([i for (i,) in db.execute("SELECT id FROM chunks ORDER BY id")], dtype=np.int64)
+    return ids
+
+
+def has_postings(db: sqlite3.Connection) -> bool:
+    return (
+        db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (POSTINGS_TABLE,)).fetchone()
+        is not None
+    )
+
+
+def read_postings(db: sqlite3.Connection, terms: Sequence[str]) -> list[tuple[bytes, bytes]]:
+    """The (chunk rows, impacts) blobs of those ``terms`` the index holds."""
+    sql = f"SELECT chunk_rows, impacts FROM {POSTINGS_TABLE} WHERE term = ?"
+    return [row for t in terms if (row := db.execute(sql, (t,)).fetchone())]
+
+
+@dataclass(frozen=True)
+class KeywordHits:
+    """Every chunk a keyword query matched, with its BM25 score (> 0); ids ascending."""
+
+    ids: NDArray[np.int64]
+    scores: NDArray[np.float64]
+
+    @classmethod
+    def none(cls) -> KeywordHits:
+        return cls(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64))
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def top(self, k: int) -> list[tuple[int, float]]:
+        """The best ``k`` (chunk id, BM25) pairs, best first; equal scores by ascending id."""
+        if k < len(self.scores):
+            kth = np.partition(self.scores, len(self.scores) - k)[len(self.scores) - k]
+            keep = np.flatnonzero(self.scores >= kth)  # ties at the cut stay in, to be ordered by id
+        else:
+            keep = np.arange(len(self.scores))
+        order = keep[np.lexsort((self.ids[keep], -self.scores[keep]))][:k]
+        return list(zip(self.ids[order].tolist(), self.scores[order].tolist()))
+
+    def scores_of(self, ids: Iterable[int]) -> dict[int, float]:
+        """BM25 of those of ``ids`` that matched."""
+        wanted = np.fromiter(ids, dtype=np.int64)
+        at = np.searchsorted(self.ids, wanted)
+        found = at < len(self.ids)
+        found[found] = self.ids[at[found]] == wanted[found]
+        return dict(zip(wanted[found].tolist(), self.scores[at[found]].tolist()))
+
+
+def combine(
+    ids: NDArray[np.int64],
+    postings: Sequence[tuple[bytes, bytes]],
+    fts_scores: Sequence[tuple[int, float]],
+    allowed: NDArray[np.bool_] | None,
+) -> KeywordHits:
+    """Add up the postings and the FTS5-scored rows into one KeywordHits, keeping ``allowed`` rows only.
+
+    Raises:
+        ValueError: a posting names a row past the end of ``ids`` (a database not written by ingest).
+    """
+    n = len(ids)
+    rows = [np.frombuffer(r, dtype=_ROW) for r, _ in postings]
+    weights = [np.frombuffer(w, dtype=_IMPACT).astype(np.float64) for _, w in postings]
+    if fts_scores:
+        fts_ids = np.array([i for i, _ in fts_scores], dtype=np.int64)
+        rows.append(np.searchsorted(ids, fts_ids).astype(_ROW))
+        weights.append(np.array([max(s, 0.0) for _, s in fts_scores], dtype=np.float64))
+    if not rows:
+        return KeywordHits.none()
+    all_rows = np.concatenate(rows)
+    if all_rows.size and (all_rows.min() < 0 or all_rows.max() >= n):
+        raise ValueError("keyword postings point past the chunk table")
+    scores = np.bincount(all_rows, weights=np.concatenate(weights), minlength=n).astype(np.float64, copy=False)
+    if allowed is not None:
+        scores[~allowed] = 0.0
+    matched = np.flatnonzero(scores > 0)
+    return KeywordHits(ids[matched], scores[matched])

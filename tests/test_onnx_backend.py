@@ -12,9 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from mcpower import onnx_backend
 from mcpower.embedding import ModelSpec, TorchEmbedder, resolve_model
 from mcpower.errors import EmbeddingModelError
-from mcpower.onnx_backend import OnnxEmbedder, _cached, default_cache_dir, export_onnx
+from mcpower.onnx_backend import EXPORT_RECIPE, OnnxEmbedder, _cached, default_cache_dir, export_onnx
 
 REPO = Path(__file__).resolve().parents[1]
 SENTENCES = [
@@ -59,6 +60,21 @@ def test_cached_builds_once_even_when_racing(tmp_path: Path) -> None:
     assert target.read_bytes() == b"onnx"
     assert sorted(p.name for p in target.parent.iterdir()) == [".lock", "model.onnx"]  # no temp files left
     assert _cached(target, lambda tmp: pytest.fail("rebuilt a cached file")) == target
+
+
+def test_a_new_recipe_replaces_exports_of_older_ones(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    spec = resolve_model()
+    folder = tmp_path / spec.fingerprint
+    folder.mkdir()
+    for stale in ("model.onnx", "model-int8.onnx", "model-r1.onnx", "model-r1-int8.onnx"):
+        (folder / stale).write_bytes(b"older recipe")
+    (folder / "notes.txt").write_text("not ours")
+    monkeypatch.setattr(onnx_backend, "_export_fp32", lambda spec, tmp: tmp.write_bytes(b"onnx"))
+
+    path = export_onnx(spec, tmp_path)
+
+    assert path.read_bytes() == b"onnx"
+    assert sorted(p.name for p in folder.iterdir()) == [".lock", f"model-r{EXPORT_RECIPE}.onnx", "notes.txt"]
 
 
 def test_failed_build_leaves_nothing_and_raises(tmp_path: Path) -> None:
@@ -123,7 +139,7 @@ def test_int8_close_to_torch(spec: ModelSpec, cache: Path, torch_vectors: np.nda
 @pytest.mark.slow
 def test_export_is_cached(spec: ModelSpec, cache: Path) -> None:
     paths = [export_onnx(spec, cache), export_onnx(spec, cache, quantized=True)]
-    assert [p.name for p in paths] == ["model.onnx", "model-int8.onnx"]
+    assert [p.name for p in paths] == [f"model-r{EXPORT_RECIPE}.onnx", f"model-r{EXPORT_RECIPE}-int8.onnx"]
     assert all(p.parent == cache / spec.fingerprint for p in paths)
     before = [p.stat().st_mtime_ns for p in paths]
     assert [export_onnx(spec, cache), export_onnx(spec, cache, quantized=True)] == paths

@@ -105,18 +105,30 @@ def chunk_document(
     else:
         sections, h1 = _paragraph_sections(lines, body_start, ()), None
     title = h1 or fm_title or PurePosixPath(file_name).stem or file_name
+    # Tokenizer calls are few and large (two per document, however many sections and blocks),
+    # since each call has a fixed cost: headings in one, every block's pieces in the other.
+    headings = [HEADING_SEPARATOR.join(s.heading_path) for s in sections]
+    heading_counts = count_tokens(headings) if sections else []
+    pieces = [[_pieces(block) for block in s.blocks] for s in sections]
+    flat = [text for section_pieces in pieces for block_pieces in section_pieces for text, _ in block_pieces]
+    counts = iter(count_tokens(flat) if flat else [])
     chunks: list[Chunk] = []
-    for section in sections:
-        embed_heading = _cut_heading(section.heading_path, count_tokens)
-        for unit_text, start, end in _pack(section, count_tokens, chunk_tokens, overlap):
+    for section, heading, heading_tokens, section_pieces in zip(sections, headings, heading_counts, pieces):
+        embed_heading = _cut_heading(heading, heading_tokens, count_tokens)
+        budget = max(chunk_tokens - min(heading_tokens, MAX_HEADING_TOKENS), 16)
+        units = [
+            unit
+            for block, block_pieces in zip(section.blocks, section_pieces)
+            for unit in _units(block, block_pieces, [next(counts) for _ in block_pieces], count_tokens, budget)
+        ]
+        for unit_text, start, end in _pack(units, budget, overlap):
             chunks.append(Chunk(unit_text, section.heading_path, start + 1, end + 1, len(chunks), embed_heading))
     return Document(title=title[:256], chunks=chunks)
 
 
-def _cut_heading(heading_path: tuple[str, ...], count_tokens: TokenCounter) -> str | None:
-    """The heading path cut to MAX_HEADING_TOKENS tokens (as `_pack` budgets it); None if it fits whole."""
-    heading = HEADING_SEPARATOR.join(heading_path)
-    if not heading_path or count_tokens([heading])[0] <= MAX_HEADING_TOKENS:
+def _cut_heading(heading: str, tokens: int, count_tokens: TokenCounter) -> str | None:
+    """The heading path cut to MAX_HEADING_TOKENS tokens (as the budget counts it); None if it fits whole."""
+    if tokens <= MAX_HEADING_TOKENS:
         return None
     words = heading.split(" ")[: MAX_HEADING_TOKENS + 1]  # a word is at least one token
     prefixes = [" ".join(words[:n]) for n in range(1, len(words) + 1)]
@@ -210,23 +222,38 @@ def _paragraph_sections(lines: list[str], start: int, heading: tuple[str, ...]) 
     return [_Section(heading, blocks)]
 
 
-def _units(section: _Section, count_tokens: TokenCounter, budget: int) -> list[_Unit]:
-    """Blocks that fit stay whole; bigger ones become lines, then sentences, then word runs."""
+def _pieces(block: tuple[str, int, int, bool]) -> list[tuple[str, int]]:
+    """(text, line) of a block's lines, or of its sentences if it is prose."""
+    text, start, _, prose = block
+    out: list[tuple[str, int]] = []
+    for offset, line in enumerate(text.split("\n")):
+        parts = _SENTENCE_END.split(line) if prose else [line]
+        out.extend((p, start + offset) for p in parts if p.strip())
+    return out
+
+
+def _units(
+    block: tuple[str, int, int, bool],
+    pieces: list[tuple[str, int]],
+    counts: list[int],
+    count_tokens: TokenCounter,
+    budget: int,
+) -> list[_Unit]:
+    """A block that fits stays whole; a bigger one becomes lines, then sentences, then word runs.
+
+    The block's tokens are the sum of its pieces' tokens: pieces are cut at whitespace, across
+    which the model's tokenizer (WordPiece; BPE and SentencePiece up to their word-start marker)
+    never makes a token.
+    """
+    text, start, end, _ = block
+    if sum(counts) <= budget:
+        return [_Unit(text, start, end, sum(counts))]
     out: list[_Unit] = []
-    counts = count_tokens([b[0] for b in section.blocks])
-    for (text, start, end, prose), tokens in zip(section.blocks, counts):
-        if tokens <= budget:
-            out.append(_Unit(text, start, end, tokens))
-            continue
-        pieces: list[tuple[str, int]] = []
-        for offset, line in enumerate(text.split("\n")):
-            parts = _SENTENCE_END.split(line) if prose else [line]
-            pieces.extend((p, start + offset) for p in parts if p.strip())
-        for (piece, line_no), n in zip(pieces, count_tokens([p for p, _ in pieces])):
-            if n <= budget:
-                out.append(_Unit(piece, line_no, line_no, n))
-            else:
-                out.extend(_word_runs(piece, line_no, count_tokens, budget))
+    for (piece, line_no), n in zip(pieces, counts):
+        if n <= budget:
+            out.append(_Unit(piece, line_no, line_no, n))
+        else:
+            out.extend(_word_runs(piece, line_no, count_tokens, budget))
     return out
 
 
@@ -267,12 +294,7 @@ def _slices(word: str, count_tokens: TokenCounter, budget: int) -> list[tuple[st
         step = max(1, step // 2)
 
 
-def _pack(section: _Section, count_tokens: TokenCounter, chunk_tokens: int, overlap: int) -> list[tuple[str, int, int]]:
-    heading_tokens = 0
-    if section.heading_path:
-        heading_tokens = min(count_tokens([HEADING_SEPARATOR.join(section.heading_path)])[0], MAX_HEADING_TOKENS)
-    budget = max(chunk_tokens - heading_tokens, 16)
-    units = _units(section, count_tokens, budget)
+def _pack(units: list[_Unit], budget: int, overlap: int) -> list[tuple[str, int, int]]:
     chunks: list[tuple[str, int, int]] = []
     cur: list[_Unit] = []
     cur_tokens = 0

@@ -179,9 +179,8 @@ def discover(
     return files, skipped
 
 
-def read_text(path: Path) -> str:
-    """UTF-8 text of a file; ValueError with a reason for binary or undecodable content."""
-    data = path.read_bytes()
+def decode_text(data: bytes) -> str:
+    """A file's bytes as UTF-8 text; ValueError with a reason for binary or undecodable content."""
     if b"\x00" in data[:8192]:
         raise ValueError("binary file (contains NUL bytes)")
     try:
@@ -367,7 +366,7 @@ def _build(
             report.unchanged += 1
             continue
         try:
-            text = read_text(f.path)
+            text = decode_text(raw)
         except ValueError as e:
             report.skipped.append((f.rel, str(e)))
             continue

@@ -163,7 +163,10 @@ class TorchEmbedder(_TokenCounter):
         self.model_fingerprint = spec.fingerprint
         try:
             from sentence_transformers import SentenceTransformer
+            from transformers.utils import logging as transformers_logging
 
+            # Its "Loading weights" bar is not ours to show.
+            transformers_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
             self._model = SentenceTransformer(str(spec.path), device="cpu", local_files_only=True)
         except Exception as e:
             raise EmbeddingModelError(f"cannot load embedding model {spec.name!r}: {e}") from e

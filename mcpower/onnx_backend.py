@@ -96,6 +96,10 @@ def _drop_older_recipes(folder: Path) -> None:
 def _export_fp32(spec: ModelSpec, out: Path) -> None:
     import torch
     from transformers import AutoModel
+    from transformers.utils import logging as transformers_logging
+
+    # Its "Loading weights" bar is not ours to show.
+    transformers_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
 
     # Eager attention traces to plain MatMul/Softmax that onnxruntime fuses well; the SDPA graph
     # came out ~30% slower on CPU (same vectors).

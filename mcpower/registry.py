@@ -135,6 +135,8 @@ class Registry:
         self.root = root
         self._factory = embedder_factory or default_embedder_factory
         self._entries: dict[str, DatasetEntry] = {}
+        # Manifests as last read, by path and file stamp: a scan re-reads only those that changed.
+        self._read: dict[Path, tuple[tuple[int, int, int], Manifest]] = {}
         self._stores: dict[str, KnowledgeStore] = {}
         self._embedders: dict[tuple[str, str], Embedder] = {}
         self._lock = threading.RLock()
@@ -151,14 +153,18 @@ class Registry:
     # ------------------------------------------------------------ discovery
 
     def scan(self) -> list[DatasetEntry]:
-        """Re-read every manifest under the root; returns all entries, ready and not."""
+        """Look at every manifest under the root (re-reading changed ones); returns all entries, ready and not."""
         found: dict[str, DatasetEntry] = {}
         misnamed: list[tuple[Path, Manifest]] = []
+        with self._lock:
+            known_reads, reads = self._read, {}
         for path in _find_manifests(self.root):
             folder = path.parent
             stamp = _stamp_of(path)  # before reading: a manifest replaced meanwhile then looks changed
             try:
-                manifest = read_manifest(path)
+                seen = known_reads.get(path)
+                manifest = seen[1] if seen is not None and seen[0] == stamp else read_manifest(path)
+                reads[path] = (stamp, manifest)
             except McpowerError as e:
                 key = _entry_key(folder, self.root)
                 found[key] = DatasetEntry(key, folder, None, e)
@@ -198,7 +204,7 @@ class Registry:
                 ),
             )
         with self._lock:
-            self._entries = found
+            self._entries, self._read = found, reads
         return list(found.values())
 
     def entries(self) -> list[DatasetEntry]:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import FakeEmbedder, write_files
 
+from mcpower import registry as registry_module
 from mcpower import store as store_module
 from mcpower.errors import (
     DatasetNotFoundError,
@@ -441,6 +442,26 @@ def test_search_all_datasets_sees_a_dataset_ingested_later(
     ingest(other, datasets_dir, dataset_id="other", embedder=FakeEmbedder())
 
     assert registry.search("quokka", mode="keyword").meta.datasets == ["docs", "other"]
+
+
+def test_search_all_datasets_rereads_only_changed_manifests(
+    two_datasets: Registry, corpus: Path, datasets_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    registry = two_datasets
+    reads: list[str] = []
+    read_manifest = registry_module.read_manifest
+    monkeypatch.setattr(
+        registry_module, "read_manifest", lambda path: reads.append(path.parent.name) or read_manifest(path)
+    )
+
+    registry.search("quokka", mode="keyword")
+    assert reads == []
+    ingest(corpus, datasets_dir, dataset_id="docs", embedder=FakeEmbedder(), description="Republished")
+    response = registry.search("quokka", mode="keyword")
+
+    assert reads == ["docs"]
+    assert registry.entry("docs").manifest.description == "Republished"
+    assert response.meta.datasets == ["docs", "other"]
 
 
 def test_search_all_datasets_skips_broken_ones(

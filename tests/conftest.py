@@ -16,6 +16,9 @@ from mcpower import embedding
 from mcpower.ingestion import ingest
 from mcpower.registry import Registry
 
+# The server tests' datasets (fixtures `template` and `datasets`), shared by test_server and test_stdio.
+pytest_plugins = ["server_fixtures"]
+
 _WORD = re.compile(r"\w+")
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 

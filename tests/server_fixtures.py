@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from conftest import FakeEmbedder, write_files
 
 from mcpower.ingestion import ingest
@@ -85,6 +86,23 @@ def copy_datasets(template: Path, root: Path) -> Path:
     for part in ("src", "datasets"):
         shutil.copytree(template / part, root / part)
     return root / "datasets"
+
+
+# Fixtures (a plugin of conftest.py): a module that needs other datasets defines its own of these names.
+
+
+@pytest.fixture(scope="session")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Both datasets, ingested once per session."""
+    root = tmp_path_factory.mktemp("template")
+    build_datasets(root)
+    return root
+
+
+@pytest.fixture
+def datasets(template: Path, tmp_path: Path) -> Path:
+    """A private copy of the datasets (tests corrupt and re-ingest them), with their sources in tmp_path/src."""
+    return copy_datasets(template, tmp_path)
 
 
 def ingest_handbook(root: Path) -> None:

@@ -18,8 +18,6 @@ from server_fixtures import (
     HANDBOOK,
     RECIPES,
     add_broken_dataset,
-    build_datasets,
-    copy_datasets,
     corrupt_index,
     ingest_handbook,
 )
@@ -35,20 +33,6 @@ RESULT_FIELDS = {"result_id", "score", "title", "path", "snippet", "file_type", 
 
 
 # ---------------------------------------------------------------- fixtures
-
-
-@pytest.fixture(scope="session")
-def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Both datasets, ingested once per session."""
-    root = tmp_path_factory.mktemp("template")
-    build_datasets(root)
-    return root
-
-
-@pytest.fixture
-def datasets(template: Path, tmp_path: Path) -> Path:
-    """A private copy of the datasets (tests corrupt and re-ingest them), with their sources in tmp_path/src."""
-    return copy_datasets(template, tmp_path)
 
 
 @pytest.fixture

@@ -22,8 +22,6 @@ from server_fixtures import (
     RECIPES,
     StdioServer,
     add_broken_dataset,
-    build_datasets,
-    copy_datasets,
     subprocess_env,
     write_launcher,
 )
@@ -33,20 +31,6 @@ from mcpower import __version__
 TOOLS = {"knowledge_search", "knowledge_list_datasets", "knowledge_get_source", "knowledge_get_metadata"}
 CLIENTS_DIR = Path(__file__).resolve().parent / "clients"
 EXIT_BUDGET = 2.0  # seconds from EOF or a signal to the process being gone
-
-
-@pytest.fixture(scope="session")
-def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Both datasets, ingested once per session."""
-    root = tmp_path_factory.mktemp("template")
-    build_datasets(root)
-    return root
-
-
-@pytest.fixture
-def datasets(template: Path, tmp_path: Path) -> Path:
-    """A private copy of the datasets (tests corrupt and re-ingest them), with their sources in tmp_path/src."""
-    return copy_datasets(template, tmp_path)
 
 
 @pytest.fixture

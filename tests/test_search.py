@@ -190,11 +190,23 @@ def test_hnsw_index_searches_and_filters(
     registry = make_registry()
 
     assert registry.store("hay").manifest.vector_index.kind == "hnsw"
+    assert registry.store("hay").manifest.vector_index.ef_search == store_module.hnsw_ef_search(11) == 128
     unfiltered = registry.search("pelican", dataset="hay", top_k=3, mode=mode)
     filtered = registry.search("pelican", dataset="hay", top_k=3, mode=mode, filters=SearchFilters(folder="target"))
 
     assert all(r.path.startswith("noise/") for r in unfiltered.results)
     assert [r.path for r in filtered.results] == ["target/one.md"]
+
+
+def test_hnsw_search_widens_with_size_within_the_manifest_limit() -> None:
+    sizes = [50_001, 100_000, 300_000, 1_000_000, 3_000_000, 10**8]
+    breadths = [store_module.hnsw_ef_search(n) for n in sizes]
+
+    assert breadths == sorted(breadths)
+    assert breadths[:2] == [128, 128]
+    assert 768 <= store_module.hnsw_ef_search(1_000_000) <= 1024  # recall@10 0.989-0.994 measured there
+    assert breadths[-1] == 4096
+    assert all(b % 32 == 0 for b in breadths)
 
 
 @pytest.mark.parametrize(

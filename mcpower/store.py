@@ -134,16 +134,14 @@ def write_metadata(path: Path, documents: Iterable[DocumentRow], chunks: Iterabl
     """Create the SQLite file at ``path`` with documents, chunks, the full-text index and its postings."""
     with closing(sqlite3.connect(path)) as db:
         db.executescript("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;" + SCHEMA)
-        titles: dict[int, str] = {}
-        for d in documents:
-            titles[d.id] = d.title
-            db.execute("INSERT INTO documents VALUES (?,?,?,?,?,?,?,?,?)", _astuple(d))
-        for c in chunks:
-            db.execute("INSERT INTO chunks VALUES (?,?,?,?,?,?,?)", _astuple(c))
-            db.execute(
-                "INSERT INTO chunks_fts(rowid, text, title, heading_path) VALUES (?,?,?,?)",
-                (c.id, segment(c.text), segment(titles[c.document_id]), segment(c.heading_path)),
-            )
+        db.executemany("INSERT INTO documents VALUES (?,?,?,?,?,?,?,?,?)", map(_astuple, documents))
+        db.executemany("INSERT INTO chunks VALUES (?,?,?,?,?,?,?)", map(_astuple, chunks))
+        db.create_function("segment", 1, segment, deterministic=True)
+        db.execute(
+            "INSERT INTO chunks_fts(rowid, text, title, heading_path) "
+            "SELECT c.id, segment(c.text), segment(d.title), segment(c.heading_path) "
+            "FROM chunks c JOIN documents d ON d.id = c.document_id ORDER BY c.id"
+        )
         db.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('optimize')")
         write_postings(db)
         db.commit()

@@ -16,7 +16,15 @@ from hypothesis import strategies as st
 
 from mcpower.errors import IndexMismatchError
 from mcpower.fts import match_query, query_phrases
-from mcpower.keyword import COLUMN_WEIGHTS, POSTINGS_TABLE, KeywordHits, chunk_ids, has_postings
+from mcpower.keyword import (
+    COLUMN_WEIGHTS,
+    POSTINGS_TABLE,
+    KeywordHits,
+    _varints,
+    chunk_ids,
+    has_postings,
+    row_sizes,
+)
 from mcpower.manifest import Manifest
 from mcpower.results import SearchFilters
 from mcpower.store import ChunkRow, DocumentRow, KnowledgeStore, chunk_id, write_metadata
@@ -147,6 +155,26 @@ def test_filters_keep_only_allowed_chunks_with_unchanged_scores(
     filtered = as_dict(store.keyword("widget run 安装", filters))
 
     assert filtered == {i: s for i, s in everything.items() if i in allowed}
+
+
+def test_row_sizes_read_from_fts5_match_its_own_token_count(corpus_db: sqlite3.Connection) -> None:
+    corpus_db.execute("CREATE VIRTUAL TABLE temp.chunks_vocab USING fts5vocab(main, chunks_fts, 'instance')")
+    try:
+        counted = dict(corpus_db.execute("SELECT doc, count(*) FROM temp.chunks_vocab GROUP BY doc"))
+        ids = chunk_ids(corpus_db)
+
+        sizes = row_sizes(corpus_db, ids)
+        # An id the docsize table lacks: sizes come from counting instead, the same for the others.
+        fallback = row_sizes(corpus_db, np.append(ids, ids[-1] + 1))
+    finally:
+        corpus_db.execute("DROP TABLE temp.chunks_vocab")
+
+    assert sizes.tolist() == [counted.get(i, 0) for i in ids.tolist()]
+    assert fallback[:-1].tolist() == sizes.tolist()
+
+
+def test_varints_decode_sqlite_varints() -> None:
+    assert _varints(bytes([0x05, 0x7F, 0x81, 0x00, 0x82, 0x80, 0x01])) == [5, 127, 128, 32769]
 
 
 def test_top_orders_by_score_then_id_and_keeps_ties_at_the_cut() -> None:

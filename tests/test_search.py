@@ -63,6 +63,21 @@ def test_each_mode_finds_the_document_with_a_distinctive_word(
     assert_well_formed(response)
 
 
+def test_an_int8_dataset_is_queried_in_fp32(
+    corpus: Path, datasets_dir: Path, fake_embedder: FakeEmbedder, make_registry: Callable[[], Registry]
+) -> None:
+    int8 = FakeEmbedder()
+    int8.backend = "onnx-int8"
+    ingest(corpus, datasets_dir, dataset_id="docs", embedder=int8)
+    registry = make_registry()
+
+    response = registry.search("zephyrine", dataset="docs", mode="semantic")
+
+    assert registry.store("docs").manifest.embedding.backend == "onnx-int8"
+    assert fake_embedder.load_calls == [(registry.store("docs").manifest.embedding.model, "onnx")]  # type: ignore[attr-defined]
+    assert response.results[0].path == "guide/install.md"
+
+
 def test_result_fields(ingested: tuple[Path, Registry]) -> None:
     _, registry = ingested
 

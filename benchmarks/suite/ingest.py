@@ -19,7 +19,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     from mcpower.chunking import chunk_document
     from mcpower.embedding import load_embedder
-    from mcpower.ingestion import DEFAULT_CHUNK_TOKENS, DEFAULT_OVERLAP, ingest, read_text
+    from mcpower.ingestion import DEFAULT_CHUNK_TOKENS, DEFAULT_OVERLAP, decode_text, ingest
 
     target = 200 if args.quick else 2000
     docs_dir = collection_files(args.corpora, "scifact")[0]
@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     counter = embedders["onnx"]
     for f in sorted(docs_dir.iterdir()):
         doc = chunk_document(
-            read_text(f), f.suffix.lower(), f.name, counter.count_tokens, DEFAULT_CHUNK_TOKENS, DEFAULT_OVERLAP
+            decode_text(f.read_bytes()), f.suffix.lower(), f.name, counter.count_tokens, DEFAULT_CHUNK_TOKENS, DEFAULT_OVERLAP
         )
         files.append(f)
         texts += [c.embed_text for c in doc.chunks]

@@ -69,7 +69,7 @@ def run_int8(args: argparse.Namespace) -> dict[str, Any]:
         for m in fp32
     ]
     table(
-        "int8-quality: SciFact, fp32 (onnx = torch's vectors) vs onnx-int8 (documents and queries in int8)",
+        "int8-quality: SciFact, fp32 (onnx = torch's vectors) vs onnx-int8 documents (queries fp32, as search does)",
         ["mode", "nDCG fp32", "nDCG int8", "loss", "R@100 fp32", "R@100 int8"],
         rows,
     )

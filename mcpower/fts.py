@@ -3,7 +3,8 @@
 User text never reaches FTS5 syntax: every term is quoted, so quotes, ``*``, ``-``, ``:``,
 parentheses, ``NEAR``, ``AND`` are plain words. Chinese, Japanese and Korean have no spaces
 between words, so their characters are indexed one by one and queried as phrases (adjacent
-characters), which finds any substring.
+characters), which finds any substring. Query terms are tokenized by FTS5's own tokenizer (an
+in-memory table), so they match the stems the index and its BM25 postings hold.
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ POSTINGS_TABLE = "keyword_postings"
 POSTINGS_SCHEMA = f"""
 CREATE TABLE {POSTINGS_TABLE} (
     term TEXT PRIMARY KEY,
-    chunk_rows BLOB NOT NULL,  -- int32, ascending
+    chunk_rows BLOB NOT NULL,  -- int32 positions in the ascending chunk ids
     impacts BLOB NOT NULL      -- float32 BM25 contribution of the term to each of those chunks
 );
 """

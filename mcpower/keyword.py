@@ -111,8 +111,7 @@ def _varints(data: bytes) -> list[int]:
 
 def chunk_ids(db: sqlite3.Connection) -> NDArray[np.int64]:
     """Every chunk id, ascending: position i in this array is row i of the postings."""
-    ids = np.array([i for (i,) in db.execute("SELECT id FROM chunks ORDER BY id")], dtype=np.int64)
-    return ids
+    return np.fromiter((i for (i,) in db.execute("SELECT id FROM chunks ORDER BY id")), dtype=np.int64)
 
 
 def has_postings(db: sqlite3.Connection) -> bool:

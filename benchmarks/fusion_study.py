@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 from mcpower.evaluation import doc_keys, load_qrels, load_queries, score_run
-from mcpower.fts import match_query
 from mcpower.registry import Registry
 
 DEPTH = 200
@@ -30,13 +29,12 @@ def main() -> None:
         q = queries[qid]
         qv = emb.embed_query(q)
         cos = dict(store.semantic(qv, DEPTH))
-        m = match_query(q)
-        every = dict(store.keyword(m, None)) if m else {}
-        bm = dict(sorted(every.items(), key=lambda kv: -kv[1])[:DEPTH])
+        every = store.keyword(q)
+        bm = dict(every.top(DEPTH))
         miss = [i for i in bm if i not in cos]
         if miss:
             cos.update(zip(miss, (store.vectors(miss) @ qv).tolist()))
-        bm.update((i, every[i]) for i in cos if i in every)
+        bm.update(every.scores_of(cos))
         paths = {i: h.path for i, h in store.chunks(list(cos)).items()}
         cands[qid] = (cos, bm, paths, judged)
 

@@ -457,11 +457,13 @@ class Registry:
         cosines: dict[int, float] = {}
         # One keyword pass scores every match: the top `depth` are the keyword candidates, and the
         # rest answer the BM25 of the semantic candidates.
-        matches = store.keyword(q, filters) if mode != "semantic" else None
+        # Filters apply inside both candidate lists: the ids they allow are looked up once for both.
+        allowed = store.filtered_ids(filters) if filters is not None and filters.active else None
+        matches = store.keyword(q, allowed) if mode != "semantic" else None
         bm25s = dict(matches.top(depth)) if matches is not None else {}
         if mode != "keyword":
             qvec = self.embedder_for(store.manifest).embed_query(q)
-            cosines = dict(store.semantic(qvec, depth, filters))
+            cosines = dict(store.semantic(qvec, depth, allowed))
             if matches is not None:
                 # Score every candidate on both sides, so fusion never guesses a missing score.
                 missing = [i for i in bm25s if i not in cosines]

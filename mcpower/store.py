@@ -242,17 +242,16 @@ class KnowledgeStore:
     # -- search
 
     def semantic(
-        self, query_vector: NDArray[np.float32], k: int, filters: SearchFilters | None = None
+        self, query_vector: NDArray[np.float32], k: int, allowed: Sequence[int] | None = None
     ) -> list[tuple[int, float]]:
-        """Up to ``k`` (chunk id, cosine) pairs, best first, among chunks passing ``filters``."""
+        """Up to ``k`` (chunk id, cosine) pairs, best first, among the ``allowed`` chunk ids (None: all)."""
         import faiss
 
         if self._index.ntotal == 0:
             return []
         q = np.ascontiguousarray(query_vector.reshape(1, -1), dtype=np.float32)
         params: Any = None
-        if filters is not None and filters.active:
-            allowed = self.filtered_ids(filters)
+        if allowed is not None:
             if not allowed:
                 return []
             if len(allowed) <= EXACT_FILTER_MAX and self.manifest.vector_index.kind == "hnsw":
@@ -272,8 +271,10 @@ class KnowledgeStore:
         # FAISS pads with -1 and a damaged index could return anything: keep finite scores only.
         return [(int(i), float(s)) for i, s in zip(ids, scores) if i >= 0 and np.isfinite(s)]
 
-    def keyword(self, query: str, filters: SearchFilters | None = None) -> KeywordHits:
-        """Every chunk passing ``filters`` that holds a term of ``query``, with its BM25 (as FTS5 scores it).
+    def keyword(self, query: str, allowed: Sequence[int] | None = None) -> KeywordHits:
+        """Every chunk that holds a term of ``query``, with its BM25 (as FTS5 scores it).
+
+        Only the ``allowed`` chunk ids are kept, if given.
 
         Raises:
             IndexMismatchError: the postings do not fit the chunk table.
@@ -291,16 +292,17 @@ class KnowledgeStore:
                 if by_fts
                 else []
             )
-        allowed = None
-        if filters is not None and filters.active:
-            allowed = np.zeros(len(self._ids), dtype=bool)
-            allowed[np.searchsorted(self._ids, np.array(self.filtered_ids(filters), dtype=np.int64))] = True
+        mask = None
+        if allowed is not None:
+            mask = np.zeros(len(self._ids), dtype=bool)
+            mask[np.searchsorted(self._ids, np.array(allowed, dtype=np.int64))] = True
         try:
-            return combine(self._ids, postings, fts_scores, allowed)
+            return combine(self._ids, postings, fts_scores, mask)
         except ValueError as e:
             raise IndexMismatchError(f"{self.id}: {self.manifest.metadata}: {e}; re-run `mcpower ingest`") from e
 
     def filtered_ids(self, filters: SearchFilters) -> list[int]:
+        """Ids of the chunks whose document passes ``filters``."""
         where, args = _filter_sql(filters)
         with self._lock:
             rows = self._db.execute(

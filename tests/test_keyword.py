@@ -152,7 +152,7 @@ def test_filters_keep_only_allowed_chunks_with_unchanged_scores(
     allowed = set(store.filtered_ids(filters))
 
     everything = as_dict(store.keyword("widget run 安装"))
-    filtered = as_dict(store.keyword("widget run 安装", filters))
+    filtered = as_dict(store.keyword("widget run 安装", store.filtered_ids(filters)))
 
     assert filtered == {i: s for i, s in everything.items() if i in allowed}
 

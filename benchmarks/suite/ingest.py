@@ -37,7 +37,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     counter = embedders["onnx"]
     for f in sorted(docs_dir.iterdir()):
         doc = chunk_document(
-            decode_text(f.read_bytes()), f.suffix.lower(), f.name, counter.count_tokens, DEFAULT_CHUNK_TOKENS, DEFAULT_OVERLAP
+            decode_text(f.read_bytes()),
+            f.suffix.lower(),
+            f.name,
+            counter.count_tokens,
+            DEFAULT_CHUNK_TOKENS,
+            DEFAULT_OVERLAP,
         )
         files.append(f)
         texts += [c.embed_text for c in doc.chunks]

@@ -42,9 +42,10 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def typecheck(session: nox.Session) -> None:
-    """Type-check the package with mypy --strict."""
+    """Type-check the package (mypy --strict) and the benchmarks against it."""
     _install(session, "lint")
     session.run("mypy")
+    session.run("mypy", "benchmarks")
 
 
 @nox.session

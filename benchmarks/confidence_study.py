@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from mcpower.registry import Registry
+from mcpower.search import search
 
 BENCH = Path(__file__).resolve().parents[2] / "shared" / "bench"
 GENERIC = [
@@ -37,10 +38,10 @@ def main() -> None:
         off: list[float] = []
         for ds, other in pairs.items():
             for q in queries(ds):
-                r = reg.search(q, dataset=ds, top_k=1, mode=mode)
+                r = search(reg, q, dataset=ds, top_k=1, mode=mode)
                 on.append(r.results[0].score if r.results else 0.0)
             for q in queries(other) + GENERIC:
-                r = reg.search(q, dataset=ds, top_k=1, mode=mode)
+                r = search(reg, q, dataset=ds, top_k=1, mode=mode)
                 off.append(r.results[0].score if r.results else 0.0)
         on.sort()
         off.sort()

@@ -27,8 +27,9 @@ from pathlib import Path
 
 import numpy as np
 
-from mcpower.embedding import Embedder, TorchEmbedder, resolve_model
-from mcpower.onnx_backend import OnnxEmbedder
+from mcpower.embedding import Embedder, resolve_model
+from mcpower.embedding.onnx import OnnxEmbedder
+from mcpower.embedding.torch import TorchEmbedder
 
 DEFAULT_CORPUS = Path("/work/shared/bench/scifact/docs")
 CHARS, N_AGREE, N_QUERIES = 1000, 200, 100
@@ -37,7 +38,7 @@ _EXPORT = """
 import sys
 from pathlib import Path
 from mcpower.embedding import resolve_model
-from mcpower.onnx_backend import export_onnx
+from mcpower.embedding.onnx import export_onnx
 for quantized in (False, True):
     export_onnx(resolve_model(), Path(sys.argv[1]), quantized=quantized)
 """
@@ -47,7 +48,7 @@ import json, sys, time
 from pathlib import Path
 t0 = time.perf_counter()
 from mcpower.embedding import resolve_model
-from mcpower.onnx_backend import OnnxEmbedder
+from mcpower.embedding.onnx import OnnxEmbedder
 t1 = time.perf_counter()
 emb = OnnxEmbedder(resolve_model(), quantized=sys.argv[2] == "1", cache_dir=Path(sys.argv[1]))
 t2 = time.perf_counter()
@@ -146,8 +147,8 @@ def main() -> None:
     print(f" {len(sample)} chunks; chunks/s best of {args.repeat}; query ms median of {len(queries)}; {load()})")
 
     bare = min(fresh_python("pass")[0] for _ in range(3))
-    imp = min(fresh_python("import mcpower.onnx_backend")[0] for _ in range(3))
-    print(f"\n`python -c 'import mcpower.onnx_backend'`: {imp:.2f} s (bare interpreter {bare:.2f} s)")
+    imp = min(fresh_python("import mcpower.embedding.onnx")[0] for _ in range(3))
+    print(f"\n`python -c 'import mcpower.embedding.onnx'`: {imp:.2f} s (bare interpreter {bare:.2f} s)")
     for quantized in ("0", "1"):
         runs = [fresh_python(_CHILD, str(cache), quantized) for _ in range(3)]
         wall, out = min(runs)

@@ -20,7 +20,7 @@ def main() -> None:
     root, ds, qpath, rpath = sys.argv[1:5]
     reg = Registry(Path(root))
     store = reg.store(ds)
-    emb = reg.embedder_for(store.manifest)
+    emb = reg.embedder_for(store.info)
     queries, qrels = load_queries(Path(qpath)), load_qrels(Path(rpath))
     cands = {}
     for qid, judged in qrels.items():
@@ -39,7 +39,7 @@ def main() -> None:
         cands[qid] = (cos, bm, paths, judged)
 
     def evaluate(scorer):
-        tot = {}
+        tot: dict[str, float] = {}
         for _qid, (cos, bm, paths, judged) in cands.items():
             s = scorer(cos, bm)
             ranked, seen = [], set()

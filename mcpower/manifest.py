@@ -1,18 +1,16 @@
-"""The dataset manifest: one pydantic model, safe reading, atomic writing.
+"""What describes a dataset: :class:`DatasetInfo` (any store) and the local store's
+:class:`Manifest` (``manifest.json``), with safe reading and atomic writing.
 
-A dataset folder looks like::
-
-    datasets/<id>/
-        manifest.json          the pointer: written last, replaced atomically on each publish
-        v-<stamp>/index.faiss  vectors (immutable once published)
-        v-<stamp>/meta.sqlite  documents, chunks, full-text index (immutable once published)
-        .lock                  held by the one writer (ingest)
+``DatasetInfo`` is everything needed to list, verify and search a dataset later, whichever store
+holds it: id, names, model, chunking, fingerprint, counts, times. ``Manifest`` adds where the local
+store keeps its files and their checksums (mcpower/layout.py draws the folder).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 from datetime import datetime, timezone
 from pathlib import Path
@@ -21,12 +19,29 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
 
+from mcpower.defaults import DEFAULT_TOP_K, Backend
 from mcpower.errors import InvalidManifestError
 
 MANIFEST_NAME = "manifest.json"
-# The seed caps manifests at 10 KB: they are pointers, never data. Checked before reading.
+# The original design caps manifests at 10 KB: they are pointers, never data. Checked before reading.
 MAX_MANIFEST_BYTES = 10 * 1024
+# Dataset ids: lowercase letters, digits and hyphens, 1-64 of them (the original design's rule).
 ID_PATTERN = r"^[a-z0-9-]+$"
+MAX_ID_CHARS = 64
+_ID = re.compile(r"[a-z0-9-]{1,64}")
+# Chunking bounds a manifest accepts (and ingest checks before it embeds anything).
+MIN_CHUNK_TOKENS, MAX_CHUNK_TOKENS = 16, 8192
+MAX_OVERLAP = 4096
+
+
+def is_valid_id(value: object) -> bool:
+    """Whether ``value`` is a well-formed dataset id."""
+    return isinstance(value, str) and _ID.fullmatch(value) is not None
+
+
+def slugify(name: str) -> str:
+    """A dataset id from a folder name: 'My Docs_v2' -> 'my-docs-v2'."""
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:MAX_ID_CHARS].strip("-")
 
 
 class _Model(BaseModel):
@@ -37,7 +52,7 @@ class _Model(BaseModel):
 
 class EmbeddingInfo(_Model):
     model: str = Field(min_length=1, max_length=256)
-    backend: Literal["torch", "onnx", "onnx-int8"]
+    backend: Backend
     dimension: int = Field(ge=1, le=65536, strict=True)
     normalized: bool = Field(True, strict=True)
     max_tokens: int = Field(ge=8, le=65536, strict=True)
@@ -46,8 +61,8 @@ class EmbeddingInfo(_Model):
 
 class ChunkingInfo(_Model):
     chunker: str = Field(min_length=1, max_length=64)
-    chunk_tokens: int = Field(ge=16, le=8192, strict=True)
-    overlap: int = Field(ge=0, le=4096, strict=True)
+    chunk_tokens: int = Field(ge=MIN_CHUNK_TOKENS, le=MAX_CHUNK_TOKENS, strict=True)
+    overlap: int = Field(ge=0, le=MAX_OVERLAP, strict=True)
 
 
 class VectorIndexInfo(_Model):
@@ -67,22 +82,18 @@ class Checksums(_Model):
     metadata: str = Field(pattern=r"^[0-9a-f]{64}$")
 
 
-class Manifest(_Model):
-    """Everything needed to find, verify and search a dataset later."""
+class DatasetInfo(_Model):
+    """Everything needed to list, verify and search a dataset later, whichever store holds it."""
 
     schema_version: Literal[1] = 1
-    id: str = Field(pattern=ID_PATTERN, min_length=1, max_length=64)
+    id: str = Field(pattern=ID_PATTERN, min_length=1, max_length=MAX_ID_CHARS)
     name: str = Field(min_length=1, max_length=128)
     description: str = Field(min_length=1, max_length=512)
-    index: str = Field(min_length=1, max_length=256)
-    metadata: str = Field(min_length=1, max_length=256)
-    default_top_k: int = Field(5, ge=1, le=100, strict=True)  # strict: true or "5" is not a number
+    default_top_k: int = Field(DEFAULT_TOP_K, ge=1, le=100, strict=True)  # strict: true or "5" is not a number
     embedding: EmbeddingInfo
     chunking: ChunkingInfo
-    vector_index: VectorIndexInfo
     fingerprint: str = Field(min_length=1, max_length=64)
     counts: Counts
-    checksums: Checksums
     created_at: datetime
     updated_at: datetime
     mcpower_version: str = Field(min_length=1, max_length=32)
@@ -94,6 +105,15 @@ class Manifest(_Model):
             raise ValueError("must not be only whitespace")
         return v
 
+
+class Manifest(DatasetInfo):
+    """The local store's ``manifest.json``: the dataset's info, its files and their checksums."""
+
+    index: str = Field(min_length=1, max_length=256)
+    metadata: str = Field(min_length=1, max_length=256)
+    vector_index: VectorIndexInfo
+    checksums: Checksums
+
     @field_validator("index", "metadata")
     @classmethod
     def _relative_inside(cls, v: str) -> str:
@@ -103,7 +123,18 @@ class Manifest(_Model):
         return v
 
     def to_json(self) -> str:
-        return self.model_dump_json(by_alias=True, indent=2) + "\n"
+        """The manifest as written to disk, its keys in the order they have always had."""
+        data = self.model_dump(mode="json", by_alias=True)
+        ordered = {key: data.pop(key) for key in _KEY_ORDER if key in data}
+        return json.dumps({**ordered, **data}, ensure_ascii=False, indent=2) + "\n"
+
+
+# Keys in the order manifests were first written with (the Manifest fields follow DatasetInfo's in
+# the model, which would move index and metadata down).
+_KEY_ORDER = (
+    *("schemaVersion", "id", "name", "description", "index", "metadata", "defaultTopK", "embedding"),
+    *("chunking", "vectorIndex", "fingerprint", "counts", "checksums", "createdAt", "updatedAt", "mcpowerVersion"),
+)
 
 
 def read_manifest(path: Path) -> Manifest:
@@ -148,31 +179,6 @@ def _describe(e: ValidationError) -> str:
         parts.append(f"{loc}: {err['msg']}")
     more = f" (+{e.error_count() - 3} more)" if e.error_count() > 3 else ""
     return "; ".join(parts) + more
-
-
-def write_manifest(manifest: Manifest, folder: Path) -> Path:
-    """Write ``folder/manifest.json`` atomically and durably (temp file, fsync, rename, fsync dir)."""
-    text = manifest.to_json()
-    if len(text.encode()) > MAX_MANIFEST_BYTES:  # pragma: no cover - fields are length-capped
-        raise InvalidManifestError(f"{manifest.id}: manifest would exceed {MAX_MANIFEST_BYTES} bytes")
-    target = folder / MANIFEST_NAME
-    tmp = folder / f".{MANIFEST_NAME}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, target)
-    fsync_path(folder)
-    return target
-
-
-def fsync_path(path: Path) -> None:
-    """Make a file's bytes, or a rename or new file in a folder, durable."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def now_utc() -> datetime:

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 
 from mcpower.errors import InvalidQueryError, InvalidTopKError
-from mcpower.results import MODES, Mode
+from mcpower.results import MODES, Mode, replace_surrogates
 
 MAX_QUERY_CHARS = 1024
 MAX_TOP_K = 100
@@ -31,15 +31,13 @@ LOW_CONFIDENCE = {"semantic": 0.35, "keyword": 0.25, "hybrid": 0.30}
 # How many candidates each list contributes before fusion, relative to k.
 CANDIDATE_FACTOR = 3
 MIN_CANDIDATES = 50
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def validate_query(query: str) -> str:
     """The trimmed query, or InvalidQueryError naming the rule it breaks."""
     if not isinstance(query, str):
         raise InvalidQueryError("query must be a string")
-    # Lone surrogates (argv bytes that are not UTF-8) cannot be encoded for SQLite or the tokenizer.
-    q = _SURROGATE.sub("\ufffd", query.replace("\x00", " ")).strip()
+    q = replace_surrogates(query.replace("\x00", " ")).strip()
     if not q:
         raise InvalidQueryError("query is empty; type a question or some keywords")
     if len(q) > MAX_QUERY_CHARS:

@@ -1,4 +1,6 @@
-"""What a search returns: the seed-003 envelope, as pydantic models the CLI and the MCP server share."""
+"""What a search returns — the search response envelope (status, results, meta), the source and
+metadata lookups, dataset summaries — as pydantic models the CLI and the MCP server share, and the
+filters a search takes."""
 
 from __future__ import annotations
 
@@ -6,7 +8,7 @@ import json
 import re
 from typing import Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 Mode = Literal["hybrid", "semantic", "keyword"]
 MODES: tuple[Mode, ...] = ("hybrid", "semantic", "keyword")
@@ -16,8 +18,25 @@ MAX_HEADING_CHARS = 512
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+def replace_surrogates(text: str) -> str:
+    """``text`` with lone surrogates (argv bytes that are not UTF-8) replaced: SQLite, tokenizers and
+    JSON encoders cannot take them."""
+    return _SURROGATE.sub("\ufffd", text)
+
+
+def normalize_rel(path: str) -> str:
+    """A user-typed relative path in the form documents are stored: 'a/b.md' (no ./, no slashes around)."""
+    parts = [p for p in path.replace("\\", "/").split("/") if p not in ("", ".")]
+    return "/".join(parts)
+
+
 class SearchFilters(BaseModel):
-    """Filters from seed 003; they combine (AND) and apply before the top k is taken."""
+    """Which documents a search may return; filters combine (AND) and apply before the top k is taken.
+
+    Frozen, so a store can cache what a filter allows.
+    """
+
+    model_config = ConfigDict(frozen=True)
 
     path: str | None = Field(None, description="exact document path, relative to the dataset root")
     folder: str | None = Field(None, description="folder prefix, e.g. 'guide' or 'guide/install'")
@@ -26,8 +45,7 @@ class SearchFilters(BaseModel):
     @field_validator("path", "folder", "file_type")
     @classmethod
     def _encodable(cls, v: str | None) -> str | None:
-        # Lone surrogates (from argv bytes that are not UTF-8) cannot be passed to SQLite.
-        return _SURROGATE.sub("\ufffd", v) if v else v
+        return replace_surrogates(v) if v else v
 
     @property
     def active(self) -> bool:
@@ -65,22 +83,31 @@ class SearchMeta(BaseModel):
     min_score: float = 0.0
 
 
-class ErrorInfo(BaseModel):
-    code: str
-    message: str
-
-
 class SearchResponse(BaseModel):
-    """The seed-003 envelope: status ok / empty / error, results and meta."""
+    """The search response envelope: status ok or empty, results and meta.
+
+    A failed call answers with :class:`ErrorResponse` instead (status "error").
+    """
 
     status: Literal["ok", "empty", "error"]
     results: list[SearchResult] = Field(default_factory=list)
     meta: SearchMeta
-    error: ErrorInfo | None = None
+
+
+class ErrorInfo(BaseModel):
+    code: str = Field(description="stable machine-readable name, e.g. DATASET_NOT_FOUND")
+    message: str = Field(description="what went wrong and how to fix it")
+
+
+class ErrorResponse(BaseModel):
+    """What a failed tool call carries: status "error" and the coded error."""
+
+    status: Literal["error"] = "error"
+    error: ErrorInfo
 
 
 class SourceResponse(BaseModel):
-    """Seed-003 DocumentSource: the text behind a result id."""
+    """The text behind a result id (the original design's DocumentSource)."""
 
     result_id: str
     dataset: str
@@ -98,7 +125,7 @@ class SourceResponse(BaseModel):
 
 
 class MetadataResponse(BaseModel):
-    """Seed-003 DocumentMetadata: facts about the document behind a result id."""
+    """Facts about the document behind a result id (the original design's DocumentMetadata)."""
 
     result_id: str
     dataset: str

@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 
 from mcpower import embedding
-from mcpower.ingestion import ingest
+from mcpower.ingestion import IngestOptions, ingest
 from mcpower.registry import Registry
+from mcpower.store.local.fts import query_phrases
 
 # The server tests' datasets (fixtures `template` and `datasets`), shared by test_server and test_stdio.
 pytest_plugins = ["server_fixtures"]
@@ -89,7 +90,9 @@ def fake_embedder(monkeypatch: pytest.MonkeyPatch) -> FakeEmbedder:
     fake = FakeEmbedder()
     calls: list[tuple[str, str]] = []
 
-    def load(model: str = embedding.DEFAULT_MODEL, backend: str = "onnx") -> FakeEmbedder:
+    def load(
+        model: str = embedding.DEFAULT_MODEL, backend: str = "onnx", cache_dir: Path | None = None
+    ) -> FakeEmbedder:
         calls.append((model, backend))
         return fake
 
@@ -218,8 +221,14 @@ def ingested(
     corpus: Path, datasets_dir: Path, fake_embedder: FakeEmbedder, make_registry: Callable[[], Registry]
 ) -> tuple[Path, Registry]:
     """The corpus ingested as dataset 'docs': (datasets dir, a registry over it)."""
-    ingest(corpus, datasets_dir, dataset_id="docs", embedder=FakeEmbedder())
+    ingest(corpus, datasets_dir, IngestOptions(dataset_id="docs"), embedder=FakeEmbedder())
     return datasets_dir, make_registry()
+
+
+def match_query(text: str) -> str | None:
+    """The FTS5 MATCH expression the local store's keyword search runs for ``text``: its quoted
+    phrases ORed (None when it has no terms)."""
+    return " OR ".join(p.fts for p in query_phrases(text)) or None
 
 
 def valid_manifest() -> dict[str, Any]:

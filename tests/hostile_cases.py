@@ -26,7 +26,7 @@ import numpy as np
 from conftest import FakeEmbedder, write_files
 from server_fixtures import build_datasets
 
-from mcpower.ingestion import ingest
+from mcpower.ingestion import IngestOptions, ingest
 
 TIMEOUT = 20.0  # seconds for any one answer: a case that takes longer has hung
 MAX_MESSAGE_BYTES = 1_000_000  # the response cap: no message to the client is bigger
@@ -315,7 +315,7 @@ def vectors_of_dimension(dim: int) -> Mutation:
     def mutate(folder: Path, outside: Path) -> None:
         import faiss
 
-        from mcpower.store import write_vectors
+        from mcpower.store.local.build import write_vectors
 
         path = _file(folder, "index")
         old = faiss.read_index(str(path))
@@ -1161,7 +1161,12 @@ def build_root(base: Path) -> tuple[Path, Path]:
             "controls.md": "# Controls\n\nzephyrine\n" + ("\x01\x02\x1b" * 200 + "\n") * 670,
         },
     )
-    ingest(base / "src" / "bulky", datasets, dataset_id="bulky", embedder=FakeEmbedder(), chunk_tokens=4096, overlap=0)
+    ingest(
+        base / "src" / "bulky",
+        datasets,
+        IngestOptions(dataset_id="bulky", chunk_tokens=4096, overlap=0),
+        embedder=FakeEmbedder(),
+    )
     outside = base / "outside"
     outside.mkdir()
     for case in DATASET:

@@ -42,6 +42,7 @@ from server_fixtures import StdioServer, subprocess_env, write_launcher
 
 from mcpower.errors import McpowerError
 from mcpower.registry import Registry
+from mcpower.search import search
 
 
 @dataclass
@@ -286,7 +287,7 @@ class Harness:
         assert isinstance(want, Broken)
         if self.registry is None:  # shared, like the server's: good stores load once
             self.registry = within(
-                TIMEOUT, lambda: Registry(self.datasets, embedder_factory=lambda m, b: FakeEmbedder())
+                TIMEOUT, lambda: Registry(self.datasets, embedder_factory=lambda model: FakeEmbedder())
             )
         got = self._registry_checks(case.id, want, self.registry, v)
         cli = self._validate(case.id, want, v)
@@ -298,7 +299,7 @@ class Harness:
             try:
                 registry.store(dataset)
                 if want.at_search:
-                    registry.search("bread", dataset=dataset)
+                    search(registry, "bread", dataset=dataset)
             except McpowerError as e:
                 return e
             return None
@@ -310,10 +311,10 @@ class Harness:
         if error.code != want.code or want.reason not in error.message:
             v.problems.append(f"Registry: {error.code} {error.message!r}, expected {want.code} naming {want.reason!r}")
         for good, query, path in GOOD_SEARCHES:
-            response = within(TIMEOUT, lambda g=good, q=query: registry.search(q, dataset=g))
+            response = within(TIMEOUT, lambda g=good, q=query: search(registry, q, dataset=g))
             if not response.results or response.results[0].path != path:
                 v.problems.append(f"Registry search of {good} failed beside it")
-        everything = within(TIMEOUT, lambda: registry.search("sourdough starter"))
+        everything = within(TIMEOUT, lambda: search(registry, "sourdough starter"))
         if dataset in everything.meta.datasets or BROKEN_BASE not in everything.meta.datasets:
             v.problems.append(f"search of all datasets covered {everything.meta.datasets}")
         return f"{error.code}: {_clip(error.message, 110)}"

@@ -81,7 +81,7 @@ sys.path[:0] = {paths!r}
 from conftest import FakeEmbedder
 
 import faiss, numpy, pathspec, sqlite3, tqdm  # everything the child would import lazily
-import mcpower.cli, mcpower.ingestion, mcpower.manifest, mcpower.store
+import mcpower.cli, mcpower.ingestion, mcpower.layout, mcpower.store.local.build, mcpower.store.local.catalog
 from mcpower import embedding
 
 
@@ -97,17 +97,18 @@ class SlowFakeEmbedder(FakeEmbedder):
         return numpy.vstack(out) if out else numpy.zeros((0, self.dimension), dtype=numpy.float32)
 
 
-embedding.load_embedder = lambda model=None, backend=None: SlowFakeEmbedder()
+embedding.load_embedder = lambda model=None, backend=None, cache_dir=None: SlowFakeEmbedder()
 
 # File-system steps of an ingest, by (module, attribute): a child can die just before any of them.
 STEPS = [
-    (mcpower.ingestion, "write_metadata"),
-    (mcpower.ingestion, "write_vectors"),
-    (mcpower.ingestion, "fsync_path"),
-    (mcpower.ingestion, "write_manifest"),
-    (mcpower.manifest, "fsync_path"),
-    (mcpower.ingestion, "_prune_versions"),
-    (mcpower.ingestion, "_clean_leftovers"),
+    (mcpower.store.local.build, "write_metadata"),
+    (mcpower.store.local.build, "write_vectors"),
+    (mcpower.store.local.build, "fsync_path"),
+    (mcpower.layout, "fsync_path"),
+    (mcpower.layout, "write_manifest"),
+    (mcpower.layout, "prune_versions"),
+    (mcpower.layout, "clean_leftovers"),
+    (mcpower.store.local.catalog, "clean_leftovers"),
     (os, "rename"),
     (os, "replace"),
     (os, "fsync"),

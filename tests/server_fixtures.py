@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from conftest import FakeEmbedder, write_files
 
-from mcpower.ingestion import ingest
+from mcpower.ingestion import IngestOptions, ingest
 
 TESTS_DIR = Path(__file__).resolve().parent
 REPO_ROOT = TESTS_DIR.parent
@@ -73,9 +73,7 @@ def build_datasets(root: Path) -> Path:
     ingest(
         root / "src" / "recipes",
         datasets,
-        dataset_id="recipes",
-        name="Recipes",
-        description="A small cookbook",
+        IngestOptions(dataset_id="recipes", name="Recipes", description="A small cookbook"),
         embedder=FakeEmbedder(),
     )
     return datasets
@@ -106,15 +104,10 @@ def datasets(template: Path, tmp_path: Path) -> Path:
 
 
 def ingest_handbook(root: Path) -> None:
-    ingest(
-        root / "src" / "handbook",
-        root / "datasets",
-        dataset_id="handbook",
-        name="Handbook",
-        description="The widget toolkit manual",
-        embedder=FakeEmbedder(),
-        **HANDBOOK_CHUNKING,
+    options = IngestOptions(
+        dataset_id="handbook", name="Handbook", description="The widget toolkit manual", **HANDBOOK_CHUNKING
     )
+    ingest(root / "src" / "handbook", root / "datasets", options, embedder=FakeEmbedder())
 
 
 def add_broken_dataset(datasets: Path, name: str = "broken") -> None:
@@ -142,7 +135,7 @@ from conftest import FakeEmbedder
 
 from mcpower import embedding
 
-embedding.load_embedder = lambda model=None, backend=None: FakeEmbedder()
+embedding.load_embedder = lambda model=None, backend=None, cache_dir=None: FakeEmbedder()
 sys.argv = ["mcpower", *sys.argv[1:]]
 from mcpower.cli import main
 

@@ -62,6 +62,41 @@ def test_ingest_prints_a_summary(corpus: Path, datasets_dir: Path) -> None:
     assert read_manifest(datasets_dir / "docs" / MANIFEST_NAME).counts.documents == 5
 
 
+def test_progress_bars_only_on_a_terminal(
+    corpus: Path, datasets_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from mcpower.cli import ingest as ingest_command
+
+    for tty in (False, True):
+        monkeypatch.setattr(ingest_command.sys.stderr, "isatty", lambda tty=tty: tty, raising=False)
+        with ingest_command._Progress(enabled=True) as progress:
+            progress("files", 1, 2)
+            progress("files", 2, 2)
+        bars = capsys.readouterr().err
+        assert ("files: 100%" in bars) is tty, bars
+
+
+def test_mcpower_cache_dir_is_where_models_are_cached(
+    corpus: Path, datasets_dir: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from mcpower import embedding
+
+    seen: list[Path | None] = []
+
+    def load(model: str, backend: str, cache_dir: Path | None = None) -> FakeEmbedder:
+        seen.append(cache_dir)
+        return FakeEmbedder()
+
+    monkeypatch.setattr(embedding, "load_embedder", load)
+    cache = tmp_path / "my-cache"
+
+    result = invoke("ingest", corpus, "--id", "docs", "--datasets-dir", datasets_dir, env={"MCPOWER_CACHE_DIR": str(cache)})
+    default = invoke("ingest", corpus, "--id", "other", "--datasets-dir", datasets_dir)
+
+    assert result.exit_code == default.exit_code == 0, result.output
+    assert seen == [cache, tmp_path / "cache" / "mcpower"]  # the second: $XDG_CACHE_HOME/mcpower (conftest)
+
+
 def test_ingest_again_reports_unchanged(dsdir: Path, corpus: Path) -> None:
     result = invoke("ingest", corpus, "--id", "docs", "--datasets-dir", dsdir, "-q")
 

@@ -29,6 +29,7 @@ from server_fixtures import build_datasets, subprocess_env
 from mcpower.errors import DatasetUnavailableError
 from mcpower.manifest import read_manifest
 from mcpower.registry import Registry
+from mcpower.search import search
 
 MUTATIONS = 60  # per file: half truncations, half bit flips
 DATASET = "handbook"
@@ -66,11 +67,11 @@ def mutations(data: bytes, seed: str) -> Iterator[tuple[str, bytes]]:
 
 def outcome(root: Path) -> tuple[str, Any]:
     """("error", the error) or ("ok", every query's results as (result_id, score) lists)."""
-    registry = Registry(root, embedder_factory=lambda model, backend: FakeEmbedder())
+    registry = Registry(root, embedder_factory=lambda model: FakeEmbedder())
     try:
         registry.store(DATASET)
         results = [
-            [(r.result_id, r.score) for r in registry.search(q, dataset=DATASET, top_k=10, mode=m).results]
+            [(r.result_id, r.score) for r in search(registry, q, dataset=DATASET, top_k=10, mode=m).results]
             for q, m in QUERIES
         ]
         return "ok", results
@@ -156,7 +157,7 @@ import numpy as np
 
 from mcpower.errors import McpowerError
 from mcpower.manifest import read_manifest
-from mcpower.store import open_store
+from mcpower.store.local.store import open_store
 
 folder, key = Path(sys.argv[1]), sys.argv[2]
 cases = json.loads(sys.stdin.read())

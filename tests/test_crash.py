@@ -29,12 +29,15 @@ from republish_fixtures import MARKERS, QUERY, IngestForkServer, IngestRun, vers
 from server_fixtures import subprocess_env, write_launcher
 from typer.testing import CliRunner
 
-import mcpower.ingestion
+import mcpower.layout
+import mcpower.store.local.build
 from mcpower.cli import app
 from mcpower.errors import DatasetLockedError, IngestError
-from mcpower.ingestion import STAGING_PREFIX, VERSION_PREFIX, dataset_lock, ingest
+from mcpower.ingestion import IngestOptions, ingest
+from mcpower.layout import STAGING_PREFIX, VERSION_PREFIX, dataset_lock
 from mcpower.manifest import MANIFEST_NAME
 from mcpower.registry import Registry
+from mcpower.search import search
 
 DATASET = "crash"
 TIMED_KILLS = 30  # SIGKILL points in the default run, spread evenly over one ingest
@@ -58,7 +61,7 @@ class Sandbox:
         return ["ingest", str(source), "--id", DATASET, "--datasets-dir", str(self.datasets), "--quiet"]
 
     def ingest(self, source: Path) -> None:
-        ingest(source, self.datasets, dataset_id=DATASET, embedder=FakeEmbedder())
+        ingest(source, self.datasets, IngestOptions(dataset_id=DATASET), embedder=FakeEmbedder())
 
     def leftovers(self) -> list[str]:
         return sorted(
@@ -107,10 +110,10 @@ def sandbox(tmp_path: Path) -> Sandbox:
 
 def current_version(datasets: Path) -> str:
     """Load and verify the dataset, search it, and name the one version the answer came from."""
-    registry = Registry(datasets, embedder_factory=lambda model, backend: FakeEmbedder())
+    registry = Registry(datasets, embedder_factory=lambda model: FakeEmbedder())
     try:
         registry.store(DATASET)  # checksums, counts and dimension against the manifest
-        response = registry.search(QUERY, dataset=DATASET, top_k=10)
+        response = search(registry, QUERY, dataset=DATASET, top_k=10)
         return version_of(r.model_dump() for r in response.results)
     finally:
         registry.close()
@@ -291,7 +294,8 @@ def test_full_disk_keeps_the_previous_version(
     if failure is None:
         _staging_mkdir_full(monkeypatch)
     else:
-        monkeypatch.setattr(mcpower.ingestion, target, failure)
+        module = mcpower.layout if target in ("fsync_path", "write_manifest") else mcpower.store.local.build
+        monkeypatch.setattr(module, target, failure)
 
     with pytest.raises(IngestError, match=r"^disk full while writing dataset 'crash'; the previous version"):
         sandbox.ingest(sandbox.v2)
@@ -306,7 +310,7 @@ def test_full_disk_keeps_the_previous_version(
 
 def test_a_dataset_folder_that_cannot_be_created_is_one_clear_error(tmp_path: Path) -> None:
     from mcpower.errors import IngestError
-    from mcpower.ingestion import dataset_lock
+    from mcpower.layout import dataset_lock
 
     not_a_folder = tmp_path / "file"
     not_a_folder.write_text("x")

@@ -14,16 +14,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import FakeEmbedder, valid_manifest
+from conftest import FakeEmbedder, match_query, valid_manifest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from server_fixtures import build_datasets
 
 from mcpower.errors import InvalidManifestError, McpowerError
-from mcpower.fts import FTS_TOKENIZER, match_query
 from mcpower.manifest import MANIFEST_NAME, Manifest, read_manifest
 from mcpower.registry import Registry
 from mcpower.results import MODES, SearchFilters, SearchResponse
+from mcpower.search import search
+from mcpower.store.local.fts import FTS_TOKENIZER
 
 # Modest budgets: the whole file runs in a few seconds on a loaded two-core machine.
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -115,7 +116,7 @@ def test_read_manifest_on_mutated_manifests(manifest_dir: Path, data: bytes) -> 
 @pytest.fixture(scope="module")
 def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registry]:
     datasets = build_datasets(tmp_path_factory.mktemp("fuzz-search"))
-    reg = Registry(datasets, embedder_factory=lambda model, backend: FakeEmbedder())
+    reg = Registry(datasets, embedder_factory=lambda model: FakeEmbedder())
     yield reg
     reg.close()
 
@@ -148,7 +149,8 @@ def test_search_gives_a_response_or_our_error(
     min_score: float,
 ) -> None:
     try:
-        response = registry.search(
+        response = search(
+            registry,
             query,
             dataset=dataset,
             top_k=top_k,
@@ -188,7 +190,7 @@ def test_match_query_always_parses_in_fts5(fts: sqlite3.Connection, text: str) -
 
 @pytest.mark.parametrize("word", ["zephyrine", "DAEMON", "日本", "テキスト", "near", "NOT"])
 def test_match_query_finds_what_was_indexed(fts: sqlite3.Connection, word: str) -> None:
-    from mcpower.fts import segment
+    from mcpower.store.local.fts import segment
 
     fts.execute("INSERT INTO t VALUES (?)", (segment(f"prefix {word} suffix"),))
     match = match_query(word)

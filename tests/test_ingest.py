@@ -7,31 +7,38 @@ import hashlib
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import CORPUS_DOCUMENTS, FakeEmbedder, write_files
 
 import mcpower.ingestion as ingest_module
+from mcpower.discover import discover
 from mcpower.errors import DatasetLockedError, IngestError
-from mcpower.ingestion import STAGING_PREFIX, VERSION_PREFIX, dataset_lock, discover, ingest, slugify
-from mcpower.manifest import MANIFEST_NAME, Manifest, read_manifest
+from mcpower.ingestion import IngestOptions, ingest
+from mcpower.layout import STAGING_PREFIX, VERSION_PREFIX, dataset_lock
+from mcpower.manifest import MANIFEST_NAME, Manifest, read_manifest, slugify
 from mcpower.registry import Registry
-from mcpower.store import KnowledgeStore
+from mcpower.search import resolve, search
+from mcpower.store.local import build as build_module
+from mcpower.store.local.store import LocalStore
 
 
-def run(corpus: Path, datasets_dir: Path, **kwargs: object) -> ingest_module.IngestReport:
+def run(corpus: Path, datasets_dir: Path, **kwargs: Any) -> ingest_module.IngestReport:
+    """Ingest with IngestOptions from ``kwargs`` (dataset id 'docs' unless given) and the fake embedder."""
+    embedder = kwargs.pop("embedder", FakeEmbedder())
+    progress = kwargs.pop("progress", None)
     kwargs.setdefault("dataset_id", "docs")
-    kwargs.setdefault("embedder", FakeEmbedder())
-    return ingest(corpus, datasets_dir, **kwargs)  # type: ignore[arg-type]
+    return ingest(corpus, datasets_dir, IngestOptions(**kwargs), embedder=embedder, progress=progress)
 
 
 def manifest_of(datasets_dir: Path, dataset_id: str = "docs") -> Manifest:
     return read_manifest(datasets_dir / dataset_id / MANIFEST_NAME)
 
 
-def chunk_ids(store: KnowledgeStore) -> dict[str, list[int]]:
+def chunk_ids(store: LocalStore) -> dict[str, list[int]]:
     """Chunk ids by document path."""
-    return {d.path: [c.id for c in chunks] for d, chunks in store.iter_document_rows()}
+    return {d.path: [c.id for c in chunks] for d, chunks in store.iter_documents()}
 
 
 def versions(datasets_dir: Path, dataset_id: str = "docs") -> list[str]:
@@ -51,7 +58,7 @@ def test_report_counts_and_skips(corpus: Path, datasets_dir: Path) -> None:
     report = run(corpus, datasets_dir, embedder=fake)
 
     assert report.dataset_id == "docs"
-    assert report.folder == datasets_dir.resolve() / "docs"
+    assert report.location == str(datasets_dir.resolve() / "docs")
     assert report.documents == 5
     assert report.added == 5
     assert (report.changed, report.removed, report.unchanged) == (0, 0, 0)
@@ -72,7 +79,7 @@ def test_store_holds_the_documents_with_titles_and_types(
 
     store = make_registry().store("docs")
 
-    docs = {path: (title, ftype) for path, title, ftype, _ in store.documents()}
+    docs = {d.path: (d.title, d.file_type) for d in store.documents()}
     assert sorted(docs) == CORPUS_DOCUMENTS
     assert docs["guide/install.md"] == ("Installation", ".md")
     assert docs["guide/usage.md"] == ("Usage notes", ".md")  # front-matter title
@@ -82,7 +89,7 @@ def test_store_holds_the_documents_with_titles_and_types(
     assert install is not None
     assert install.content == (corpus / "guide/install.md").read_text()
     assert install.content_hash == hashlib.sha256((corpus / "guide/install.md").read_bytes()).hexdigest()
-    headings = {c.heading_path for _, chunks in store.iter_document_rows() for c in chunks}
+    headings = {c.heading_path for _, chunks in store.iter_documents() for c in chunks}
     assert "Installation > Linux" in headings
     assert "API reference > Functions > connect()" in headings
 
@@ -93,7 +100,7 @@ def test_chunk_lines_point_at_the_source(
     run(corpus, datasets_dir)
     store = make_registry().store("docs")
 
-    for doc, chunks in store.iter_document_rows():
+    for doc, chunks in store.iter_documents():
         lines = (corpus / doc.path).read_text().split("\n")
         for c in chunks:
             assert 1 <= c.start_line <= c.end_line <= len(lines)
@@ -187,13 +194,13 @@ def test_result_ids_are_stable_across_reingest(
 ) -> None:
     run(corpus, datasets_dir)
     registry = make_registry()
-    first = registry.search("zephyrine daemon", dataset="docs", top_k=3)
+    first = search(registry, "zephyrine daemon", dataset="docs", top_k=3)
 
     run(corpus, datasets_dir, full=True)
 
-    second = registry.search("zephyrine daemon", dataset="docs", top_k=3)
+    second = search(registry, "zephyrine daemon", dataset="docs", top_k=3)
     assert [r.result_id for r in second.results] == [r.result_id for r in first.results]
-    assert registry.resolve(first.results[0].result_id)[1].path == "guide/install.md"
+    assert resolve(registry, first.results[0].result_id)[1].path == "guide/install.md"
 
 
 def test_editing_one_file_reembeds_only_its_chunks(
@@ -216,9 +223,9 @@ def test_editing_one_file_reembeds_only_its_chunks(
     assert {p: ids for p, ids in after.items() if p != "notes.txt"} == {
         p: ids for p, ids in before.items() if p != "notes.txt"
     }
-    hits = registry.search("ocarina", dataset="docs", mode="keyword").results
+    hits = search(registry, "ocarina", dataset="docs", mode="keyword").results
     assert [h.path for h in hits] == ["notes.txt"]
-    assert registry.search("harpsichord", dataset="docs", mode="keyword").results == []
+    assert search(registry, "harpsichord", dataset="docs", mode="keyword").results == []
 
 
 def test_carried_vectors_still_find_their_chunks(
@@ -229,7 +236,7 @@ def test_carried_vectors_still_find_their_chunks(
     run(corpus, datasets_dir)
     registry = make_registry()
 
-    top = registry.search("marmalade server session", dataset="docs", mode="semantic", top_k=1).results[0]
+    top = search(registry, "marmalade server session", dataset="docs", mode="semantic", top_k=1).results[0]
 
     assert top.path == "api/reference.md"
 
@@ -248,7 +255,7 @@ def test_deleting_a_file_removes_its_chunks(
     store = registry.store("docs")
     assert "api/reference.md" not in chunk_ids(store)
     assert store.chunks(old_ids) == {}
-    assert registry.search("marmalade", dataset="docs", mode="keyword").results == []
+    assert search(registry, "marmalade", dataset="docs", mode="keyword").results == []
 
 
 def test_adding_a_file(corpus: Path, datasets_dir: Path) -> None:
@@ -403,7 +410,7 @@ def test_failure_while_embedding_keeps_the_previous_version(
 
     assert (datasets_dir / "docs" / MANIFEST_NAME).read_bytes() == before
     assert leftovers(datasets_dir) == []
-    hits = make_registry().search("harpsichord", dataset="docs", mode="keyword").results
+    hits = search(make_registry(), "harpsichord", dataset="docs", mode="keyword").results
     assert [h.path for h in hits] == ["notes.txt"]
 
 
@@ -430,7 +437,7 @@ def test_failure_while_writing_leaves_no_staging_folder(
     def broken(*args: object) -> None:
         raise error
 
-    monkeypatch.setattr(ingest_module, "write_vectors", broken)
+    monkeypatch.setattr(build_module, "write_vectors", broken)
     with pytest.raises(expected) as info:
         run(corpus, datasets_dir)
 
@@ -438,7 +445,7 @@ def test_failure_while_writing_leaves_no_staging_folder(
         assert "disk full" in str(info.value)
     assert leftovers(datasets_dir) == []
     assert versions(datasets_dir) == before
-    assert make_registry().search("harpsichord", dataset="docs", mode="keyword").results
+    assert search(make_registry(), "harpsichord", dataset="docs", mode="keyword").results
 
 
 def test_leftover_staging_folders_are_removed(corpus: Path, datasets_dir: Path) -> None:
@@ -512,7 +519,7 @@ def test_bad_chunking_settings_fail_before_embedding(
 def test_ingest_loads_the_embedder_when_none_is_given(
     corpus: Path, datasets_dir: Path, fake_embedder: FakeEmbedder
 ) -> None:
-    report = ingest(corpus, datasets_dir, dataset_id="docs", model="some-model", backend="onnx-int8")
+    report = ingest(corpus, datasets_dir, IngestOptions(dataset_id="docs", model="some-model", backend="onnx-int8"))
 
     assert fake_embedder.load_calls == [("some-model", "onnx-int8")]  # type: ignore[attr-defined]
     assert len(fake_embedder.embedded) == report.embedded
@@ -529,8 +536,8 @@ def test_include_and_exclude_globs(corpus: Path, datasets_dir: Path) -> None:
     assert excluded.documents == 2
     registry = Registry(datasets_dir)
     try:
-        assert sorted(p for p, *_ in registry.store("inc").documents()) == ["guide/install.md", "guide/usage.md"]
-        assert sorted(p for p, *_ in registry.store("exc").documents()) == ["api/reference.md", "intro.rst"]
+        assert sorted(d.path for d in registry.store("inc").documents()) == ["guide/install.md", "guide/usage.md"]
+        assert sorted(d.path for d in registry.store("exc").documents()) == ["api/reference.md", "intro.rst"]
     finally:
         registry.close()
 

@@ -10,24 +10,19 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import valid_manifest
+from conftest import match_query, valid_manifest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mcpower.errors import IndexMismatchError
-from mcpower.fts import match_query, query_phrases
-from mcpower.keyword import (
-    COLUMN_WEIGHTS,
-    POSTINGS_TABLE,
-    KeywordHits,
-    _varints,
-    chunk_ids,
-    has_postings,
-    row_sizes,
-)
 from mcpower.manifest import Manifest
 from mcpower.results import SearchFilters
-from mcpower.store import ChunkRow, DocumentRow, KnowledgeStore, chunk_id, write_metadata
+from mcpower.store import ChunkRow, DocumentRow, chunk_id
+from mcpower.store.local.build import write_metadata
+from mcpower.store.local.fts import query_phrases
+from mcpower.store.local.keyword import COLUMN_WEIGHTS, KeywordHits, _varints, chunk_ids, row_sizes
+from mcpower.store.local.schema import POSTINGS, has_postings
+from mcpower.store.local.store import LocalStore
 
 # Stems that collide (run/running/runs), diacritics, digits, a word in more than half the chunks
 # (its idf is clamped), CJK characters, and FTS5 operators as plain words.
@@ -86,8 +81,8 @@ def corpus_db(tmp_path_factory: pytest.TempPathFactory) -> Iterator[sqlite3.Conn
         yield db
 
 
-def make_store(db: sqlite3.Connection, postings: bool = True) -> KnowledgeStore:
-    return KnowledgeStore(Manifest.model_validate(valid_manifest()), Path("."), None, db, chunk_ids(db), postings)
+def make_store(db: sqlite3.Connection, postings: bool = True) -> LocalStore:
+    return LocalStore(Manifest.model_validate(valid_manifest()), Path("."), None, db, chunk_ids(db), postings)
 
 
 def fts5_scores(db: sqlite3.Connection, query: str) -> dict[int, float]:
@@ -149,10 +144,18 @@ def test_filters_keep_only_allowed_chunks_with_unchanged_scores(
     corpus_db: sqlite3.Connection, filters: SearchFilters
 ) -> None:
     store = make_store(corpus_db)
-    allowed = set(store.filtered_ids(filters))
+    allowed = {
+        i
+        for i, path, file_type in corpus_db.execute(
+            "SELECT c.id, d.path, d.file_type FROM chunks c JOIN documents d ON d.id = c.document_id"
+        )
+        if (filters.folder is None or path.startswith(filters.folder + "/"))
+        and (filters.file_type is None or file_type == "." + filters.file_type)
+        and (filters.path is None or path == filters.path)
+    }
 
     everything = as_dict(store.keyword("widget run 安装"))
-    filtered = as_dict(store.keyword("widget run 安装", store.filtered_ids(filters)))
+    filtered = as_dict(store.keyword("widget run 安装", filters))
 
     assert filtered == {i: s for i, s in everything.items() if i in allowed}
 
@@ -205,8 +208,8 @@ def test_postings_pointing_past_the_chunk_table_are_a_clear_error(tmp_path: Path
     path = tmp_path / "meta.sqlite"
     write_metadata(path, *_corpus(seed=3))
     with closing(sqlite3.connect(path, check_same_thread=False)) as db:
-        db.execute(f"UPDATE {POSTINGS_TABLE} SET chunk_rows = ? WHERE term = 'widget'", (np.int32(10**6).tobytes(),))
-        db.execute(f"UPDATE {POSTINGS_TABLE} SET impacts = ? WHERE term = 'widget'", (np.float32(1).tobytes(),))
+        db.execute(f"UPDATE {POSTINGS} SET chunk_rows = ? WHERE term = 'widget'", (np.int32(10**6).tobytes(),))
+        db.execute(f"UPDATE {POSTINGS} SET impacts = ? WHERE term = 'widget'", (np.float32(1).tobytes(),))
 
         with pytest.raises(IndexMismatchError, match="re-run `mcpower ingest`"):
             make_store(db).keyword("widget")

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import FakeEmbedder
 
-from mcpower.ingestion import ingest
+from mcpower.ingestion import IngestOptions, ingest
 
 HEAVY = ("torch", "sentence_transformers", "faiss", "onnxruntime", "transformers")
 
@@ -81,7 +81,7 @@ def test_validate_of_an_empty_folder_loads_nothing_heavy(tmp_path: Path) -> None
 
 
 def test_datasets_listing_loads_nothing_heavy(corpus: Path, datasets_dir: Path) -> None:
-    ingest(corpus, datasets_dir, dataset_id="docs", embedder=FakeEmbedder())
+    ingest(corpus, datasets_dir, IngestOptions(dataset_id="docs"), embedder=FakeEmbedder())
 
     loaded, proc = loaded_after("datasets", "--datasets-dir", datasets_dir)
 

@@ -21,13 +21,14 @@ from conftest import FakeEmbedder
 from republish_fixtures import MARKERS, QUERY, version_of, write_versioned_corpus
 from server_fixtures import StdioServer, write_launcher
 
-import mcpower.ingestion
-import mcpower.registry
-import mcpower.store
-from mcpower.ingestion import ingest
+import mcpower.layout
+import mcpower.store.local.catalog
+import mcpower.store.local.store
+from mcpower.ingestion import IngestOptions, ingest
 from mcpower.manifest import Manifest
 from mcpower.registry import Registry
-from mcpower.store import KnowledgeStore
+from mcpower.search import search
+from mcpower.store.local.store import LocalStore
 
 DATASET = "live"
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
@@ -46,18 +47,18 @@ def datasets(tmp_path: Path, sources: dict[str, Path]) -> Path:
 
 @pytest.fixture
 def registry(datasets: Path) -> Iterator[Registry]:
-    reg = Registry(datasets, embedder_factory=lambda model, backend: FakeEmbedder())
+    reg = Registry(datasets, embedder_factory=lambda model: FakeEmbedder())
     yield reg
     reg.close()
 
 
 def publish(source: Path, datasets: Path) -> None:
-    ingest(source, datasets, dataset_id=DATASET, embedder=FakeEmbedder())
+    ingest(source, datasets, IngestOptions(dataset_id=DATASET), embedder=FakeEmbedder())
 
 
 def answer(registry: Registry) -> str:
     """The version the registry's next search answers from ('mixed' for a torn read)."""
-    response = registry.search(QUERY, dataset=DATASET, top_k=10)
+    response = search(registry, QUERY, dataset=DATASET, top_k=10)
     return version_of(r.model_dump() for r in response.results)
 
 
@@ -66,7 +67,7 @@ def test_readers_see_the_old_version_until_the_manifest_is_replaced(
 ) -> None:
     assert answer(registry) == "v1"
     seen: dict[str, str] = {}
-    write_manifest = mcpower.ingestion.write_manifest
+    write_manifest = mcpower.layout.write_manifest
 
     def commit(manifest: Manifest, folder: Path) -> Path:
         seen["staged"] = answer(registry)  # v2 is complete on disk, not yet current
@@ -74,7 +75,7 @@ def test_readers_see_the_old_version_until_the_manifest_is_replaced(
         seen["committed"] = answer(registry)  # the very next search, same registry, no restart
         return path
 
-    monkeypatch.setattr(mcpower.ingestion, "write_manifest", commit)
+    monkeypatch.setattr(mcpower.layout, "write_manifest", commit)
     publish(sources["v2"], datasets)
 
     assert seen == {"staged": "v1", "committed": "v2"}
@@ -134,7 +135,7 @@ def test_a_publish_racing_the_manifest_read_is_not_missed(
 ) -> None:
     assert answer(registry) == "v1"
     publish(sources["v2"], datasets)
-    read_manifest = mcpower.registry.read_manifest
+    read_manifest = mcpower.store.local.catalog.read_manifest
     raced: list[bool] = []
 
     def read_then_republish(path: Path) -> Manifest:
@@ -144,7 +145,7 @@ def test_a_publish_racing_the_manifest_read_is_not_missed(
             publish(sources["v1"], datasets)
         return manifest
 
-    monkeypatch.setattr(mcpower.registry, "read_manifest", read_then_republish)
+    monkeypatch.setattr(mcpower.store.local.catalog, "read_manifest", read_then_republish)
 
     assert answer(registry) == "v2"  # what manifest.json said when it was read
     assert answer(registry) == "v1"  # and the publish that raced the read is noticed
@@ -155,17 +156,17 @@ def test_a_version_pruned_while_it_loads_gives_way_to_the_current_one(
 ) -> None:
     assert answer(registry) == "v1"
     publish(sources["v2"], datasets)
-    open_store = mcpower.store.open_store
+    open_store = mcpower.store.local.store.open_store
     raced: list[bool] = []
 
-    def open_after_two_publishes(folder: Path, manifest: Manifest, verify: bool = True) -> KnowledgeStore:
+    def open_after_two_publishes(folder: Path, manifest: Manifest, verify: bool = True) -> LocalStore:
         if not raced:  # the version being loaded is pruned under the reader's feet
             raced.append(True)
             publish(sources["v1"], datasets)
             publish(sources["v2"], datasets)
         return open_store(folder, manifest, verify)
 
-    monkeypatch.setattr(mcpower.store, "open_store", open_after_two_publishes)
+    monkeypatch.setattr(mcpower.store.local.store, "open_store", open_after_two_publishes)
 
     assert answer(registry) == "v2"
     assert raced
@@ -184,13 +185,13 @@ def test_stdio_server_switches_versions_without_restart(
             return version_of(result["structuredContent"]["results"])
 
         seen = [served()]
-        write_manifest = mcpower.ingestion.write_manifest
+        write_manifest = mcpower.layout.write_manifest
 
         def commit(manifest: Manifest, folder: Path) -> Path:
             seen.append(served())  # the new version is staged beside the old: the server answers the old
             return write_manifest(manifest, folder)
 
-        monkeypatch.setattr(mcpower.ingestion, "write_manifest", commit)
+        monkeypatch.setattr(mcpower.layout, "write_manifest", commit)
         publish(sources["v2"], datasets)
         seen.append(served())
         publish(sources["v1"], datasets)

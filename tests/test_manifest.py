@@ -13,7 +13,8 @@ import pytest
 from conftest import valid_manifest as valid
 
 from mcpower.errors import DatasetUnavailableError, InvalidManifestError
-from mcpower.manifest import MANIFEST_NAME, MAX_MANIFEST_BYTES, Manifest, read_manifest, write_manifest
+from mcpower.layout import write_manifest
+from mcpower.manifest import MANIFEST_NAME, MAX_MANIFEST_BYTES, Manifest, read_manifest
 
 
 def write_raw(tmp_path: Path, content: str | bytes) -> Path:

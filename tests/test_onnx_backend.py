@@ -12,10 +12,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mcpower import onnx_backend
-from mcpower.embedding import ModelSpec, TorchEmbedder, resolve_model
+from mcpower.config import default_cache_dir
+from mcpower.embedding import ModelSpec, resolve_model
+from mcpower.embedding import onnx as onnx_backend
+from mcpower.embedding.onnx import EXPORT_RECIPE, OnnxEmbedder, _cached, export_onnx
+from mcpower.embedding.torch import TorchEmbedder
 from mcpower.errors import EmbeddingModelError
-from mcpower.onnx_backend import EXPORT_RECIPE, OnnxEmbedder, _cached, default_cache_dir, export_onnx
 
 REPO = Path(__file__).resolve().parents[1]
 SENTENCES = [
@@ -32,13 +34,13 @@ SENTENCES = [
 
 def test_default_cache_dir_honours_xdg(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    assert default_cache_dir() == tmp_path / "mcpower" / "onnx"
+    assert default_cache_dir() == tmp_path / "mcpower"
 
 
 def test_default_cache_dir_falls_back_to_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))
-    assert default_cache_dir() == tmp_path / ".cache" / "mcpower" / "onnx"
+    assert default_cache_dir() == tmp_path / ".cache" / "mcpower"
 
 
 def test_cached_builds_once_even_when_racing(tmp_path: Path) -> None:
@@ -64,8 +66,8 @@ def test_cached_builds_once_even_when_racing(tmp_path: Path) -> None:
 
 def test_a_new_recipe_replaces_exports_of_older_ones(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     spec = resolve_model()
-    folder = tmp_path / spec.fingerprint
-    folder.mkdir()
+    folder = tmp_path / "onnx" / spec.fingerprint
+    folder.mkdir(parents=True)
     for stale in ("model.onnx", "model-int8.onnx", "model-r1.onnx", "model-r1-int8.onnx"):
         (folder / stale).write_bytes(b"older recipe")
     (folder / "notes.txt").write_text("not ours")
@@ -140,7 +142,7 @@ def test_int8_close_to_torch(spec: ModelSpec, cache: Path, torch_vectors: np.nda
 def test_export_is_cached(spec: ModelSpec, cache: Path) -> None:
     paths = [export_onnx(spec, cache), export_onnx(spec, cache, quantized=True)]
     assert [p.name for p in paths] == [f"model-r{EXPORT_RECIPE}.onnx", f"model-r{EXPORT_RECIPE}-int8.onnx"]
-    assert all(p.parent == cache / spec.fingerprint for p in paths)
+    assert all(p.parent == cache / "onnx" / spec.fingerprint for p in paths)
     before = [p.stat().st_mtime_ns for p in paths]
     assert [export_onnx(spec, cache), export_onnx(spec, cache, quantized=True)] == paths
     assert [p.stat().st_mtime_ns for p in paths] == before
@@ -154,7 +156,7 @@ def test_cached_export_loads_without_torch(spec: ModelSpec, cache: Path, quantiz
         "import json, sys\n"
         "from pathlib import Path\n"
         "from mcpower.embedding import resolve_model\n"
-        "from mcpower.onnx_backend import OnnxEmbedder\n"
+        "from mcpower.embedding.onnx import OnnxEmbedder\n"
         f"emb = OnnxEmbedder(resolve_model(), quantized={quantized}, cache_dir=Path({str(cache)!r}))\n"
         "vec = emb.embed_query('does aspirin prevent heart attacks?')\n"
         "print(json.dumps({'dim': len(vec), 'torch': 'torch' in sys.modules}))\n"

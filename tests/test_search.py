@@ -8,21 +8,24 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from conftest import FakeEmbedder, write_files
+from conftest import FakeEmbedder, match_query, write_files
 
-from mcpower import registry as registry_module
-from mcpower import store as store_module
 from mcpower.errors import (
     DatasetNotFoundError,
     InvalidQueryError,
     InvalidTopKError,
     ResultNotFoundError,
 )
-from mcpower.fts import FTS_TOKENIZER, match_query, query_terms, segment
-from mcpower.ingestion import ingest
+from mcpower.ingestion import IngestOptions, ingest
 from mcpower.ranking import MAX_QUERY_CHARS, best_snippet
 from mcpower.registry import Registry
 from mcpower.results import MAX_SNIPPET_CHARS, SearchFilters, SearchResponse
+from mcpower.search import resolve, search
+from mcpower.store.local import build as build_module
+from mcpower.store.local import catalog as catalog_module
+from mcpower.store.local import store as store_module
+from mcpower.store.local.fts import FTS_TOKENIZER, segment
+from mcpower.terms import query_terms
 
 MODES = ["semantic", "keyword", "hybrid"]
 # A word that occurs in one document of the corpus only, and that document.
@@ -55,7 +58,7 @@ def test_each_mode_finds_the_document_with_a_distinctive_word(
 ) -> None:
     _, registry = ingested
 
-    response = registry.search(word, dataset="docs", mode=mode)
+    response = search(registry, word, dataset="docs", mode=mode)
 
     assert response.results[0].path == path
     assert response.meta.mode == mode
@@ -68,20 +71,20 @@ def test_an_int8_dataset_is_queried_in_fp32(
 ) -> None:
     int8 = FakeEmbedder()
     int8.backend = "onnx-int8"
-    ingest(corpus, datasets_dir, dataset_id="docs", embedder=int8)
+    ingest(corpus, datasets_dir, IngestOptions(dataset_id="docs"), embedder=int8)
     registry = make_registry()
 
-    response = registry.search("zephyrine", dataset="docs", mode="semantic")
+    response = search(registry, "zephyrine", dataset="docs", mode="semantic")
 
-    assert registry.store("docs").manifest.embedding.backend == "onnx-int8"
-    assert fake_embedder.load_calls == [(registry.store("docs").manifest.embedding.model, "onnx")]  # type: ignore[attr-defined]
+    assert registry.store("docs").info.embedding.backend == "onnx-int8"
+    assert fake_embedder.load_calls == [(registry.store("docs").info.embedding.model, "onnx")]  # type: ignore[attr-defined]
     assert response.results[0].path == "guide/install.md"
 
 
 def test_result_fields(ingested: tuple[Path, Registry]) -> None:
     _, registry = ingested
 
-    top = registry.search("zephyrine daemon", dataset="docs", top_k=1).results[0]
+    top = search(registry, "zephyrine daemon", dataset="docs", top_k=1).results[0]
 
     assert top.dataset == "docs"
     assert top.path == "guide/install.md"
@@ -96,7 +99,7 @@ def test_result_fields(ingested: tuple[Path, Registry]) -> None:
 def test_keyword_only_returns_matching_chunks(ingested: tuple[Path, Registry]) -> None:
     _, registry = ingested
 
-    response = registry.search("quokka", dataset="docs", mode="keyword")
+    response = search(registry, "quokka", dataset="docs", mode="keyword")
 
     assert [r.path for r in response.results] == ["guide/usage.md"]
 
@@ -104,7 +107,7 @@ def test_keyword_only_returns_matching_chunks(ingested: tuple[Path, Registry]) -
 def test_title_and_heading_words_are_searchable(ingested: tuple[Path, Registry]) -> None:
     _, registry = ingested
 
-    hits = registry.search("Windows", dataset="docs", mode="keyword").results
+    hits = search(registry, "Windows", dataset="docs", mode="keyword").results
 
     assert hits[0].heading_path == "Installation > Windows"
 
@@ -112,8 +115,8 @@ def test_title_and_heading_words_are_searchable(ingested: tuple[Path, Registry])
 def test_top_k_and_default_top_k(ingested: tuple[Path, Registry]) -> None:
     _, registry = ingested
 
-    assert len(registry.search("toolkit", dataset="docs", top_k=2, mode="semantic").results) == 2
-    default = registry.search("toolkit", dataset="docs", mode="semantic")
+    assert len(search(registry, "toolkit", dataset="docs", top_k=2, mode="semantic").results) == 2
+    default = search(registry, "toolkit", dataset="docs", mode="semantic")
     assert default.meta.limit == 5
     assert len(default.results) == 5
 
@@ -121,33 +124,33 @@ def test_top_k_and_default_top_k(ingested: tuple[Path, Registry]) -> None:
 def test_unrelated_query_is_low_confidence(ingested: tuple[Path, Registry]) -> None:
     _, registry = ingested
 
-    strong = registry.search("quokka", dataset="docs", mode="semantic")
-    unrelated = registry.search("xylophone", dataset="docs", mode="semantic")
+    strong = search(registry, "quokka", dataset="docs", mode="semantic")
+    unrelated = search(registry, "xylophone", dataset="docs", mode="semantic")
 
     assert strong.meta.low_confidence is False
     assert unrelated.meta.low_confidence is True
-    assert registry.search("xylophone", dataset="docs", mode="keyword").meta.low_confidence is True
+    assert search(registry, "xylophone", dataset="docs", mode="keyword").meta.low_confidence is True
 
 
 def test_min_score_drops_weak_results(ingested: tuple[Path, Registry]) -> None:
     _, registry = ingested
-    everything = registry.search("toolkit quokka", dataset="docs", mode="semantic", top_k=20)
+    everything = search(registry, "toolkit quokka", dataset="docs", mode="semantic", top_k=20)
     threshold = everything.results[1].score
 
-    kept = registry.search("toolkit quokka", dataset="docs", mode="semantic", top_k=20, min_score=threshold)
+    kept = search(registry, "toolkit quokka", dataset="docs", mode="semantic", top_k=20, min_score=threshold)
 
     assert 0 < len(kept.results) < len(everything.results)
     assert all(r.score >= threshold for r in kept.results)
     assert kept.meta.min_score == threshold
-    none = registry.search("toolkit quokka", dataset="docs", min_score=1.0)
+    none = search(registry, "toolkit quokka", dataset="docs", min_score=1.0)
     assert none.results == [] and none.status == "empty"
 
 
 def test_query_whitespace_is_trimmed(ingested: tuple[Path, Registry]) -> None:
     _, registry = ingested
 
-    padded = registry.search("  \n quokka \t", dataset="docs")
-    plain = registry.search("quokka", dataset="docs")
+    padded = search(registry, "  \n quokka \t", dataset="docs")
+    plain = search(registry, "quokka", dataset="docs")
 
     assert [r.result_id for r in padded.results] == [r.result_id for r in plain.results]
 
@@ -167,16 +170,21 @@ def haystack(tmp_path: Path, datasets_dir: Path, make_registry: Callable[[], Reg
     files["target/two.txt"] = "Plain notes on harbour life: a pelican, gulls, ropes and more ropes.\n"
     files["target/deeper/three.md"] = "# Deep\n\nA pelican rests on the deeper pier among crates and barrels.\n"
     files["targets/other.md"] = "# Other\n\nA pelican in a folder whose name merely starts with target.\n"
-    ingest(write_files(tmp_path / "haystack", files), datasets_dir, dataset_id="hay", embedder=FakeEmbedder())
+    ingest(
+        write_files(tmp_path / "haystack", files),
+        datasets_dir,
+        IngestOptions(dataset_id="hay"),
+        embedder=FakeEmbedder(),
+    )
     return make_registry()
 
 
 @pytest.mark.parametrize("mode", MODES)
 def test_folder_filter_applies_before_top_k(haystack: Registry, mode: str) -> None:
-    unfiltered = haystack.search("pelican", dataset="hay", top_k=3, mode=mode)
+    unfiltered = search(haystack, "pelican", dataset="hay", top_k=3, mode=mode)
     assert all(r.path.startswith("noise/") for r in unfiltered.results)  # the global top 3
 
-    filtered = haystack.search("pelican", dataset="hay", top_k=3, mode=mode, filters=SearchFilters(folder="target"))
+    filtered = search(haystack, "pelican", dataset="hay", top_k=3, mode=mode, filters=SearchFilters(folder="target"))
 
     assert sorted(r.path for r in filtered.results) == ["target/deeper/three.md", "target/one.md", "target/two.txt"]
     assert_well_formed(filtered)
@@ -195,19 +203,19 @@ def test_hnsw_index_searches_and_filters(
 ) -> None:
     # Big datasets get an HNSW index; pretend this small one is big. Filtered searches on HNSW scan
     # the allowed vectors exactly up to EXACT_FILTER_MAX of them, and use an id selector above that.
-    monkeypatch.setattr(store_module, "HNSW_THRESHOLD", 0)
+    monkeypatch.setattr(build_module, "HNSW_THRESHOLD", 0)
     monkeypatch.setattr(store_module, "EXACT_FILTER_MAX", exact_filter_max)
     files: dict[str, str | bytes] = {
         f"noise/n{i}.md": f"# Pelican {i}\n\nPelican pelican facts {i}.\n" for i in range(10)
     }
     files["target/one.md"] = "# Harbour\n\nBoats, nets, gulls, ropes and one pelican near the wall.\n"
-    ingest(write_files(tmp_path / "hay", files), datasets_dir, dataset_id="hay", embedder=FakeEmbedder())
+    ingest(write_files(tmp_path / "hay", files), datasets_dir, IngestOptions(dataset_id="hay"), embedder=FakeEmbedder())
     registry = make_registry()
 
     assert registry.store("hay").manifest.vector_index.kind == "hnsw"
-    assert registry.store("hay").manifest.vector_index.ef_search == store_module.hnsw_ef_search(11) == 128
-    unfiltered = registry.search("pelican", dataset="hay", top_k=3, mode=mode)
-    filtered = registry.search("pelican", dataset="hay", top_k=3, mode=mode, filters=SearchFilters(folder="target"))
+    assert registry.store("hay").manifest.vector_index.ef_search == build_module.hnsw_ef_search(11) == 128
+    unfiltered = search(registry, "pelican", dataset="hay", top_k=3, mode=mode)
+    filtered = search(registry, "pelican", dataset="hay", top_k=3, mode=mode, filters=SearchFilters(folder="target"))
 
     assert all(r.path.startswith("noise/") for r in unfiltered.results)
     assert [r.path for r in filtered.results] == ["target/one.md"]
@@ -215,11 +223,11 @@ def test_hnsw_index_searches_and_filters(
 
 def test_hnsw_search_widens_with_size_within_the_manifest_limit() -> None:
     sizes = [50_001, 100_000, 300_000, 1_000_000, 3_000_000, 10**8]
-    breadths = [store_module.hnsw_ef_search(n) for n in sizes]
+    breadths = [build_module.hnsw_ef_search(n) for n in sizes]
 
     assert breadths == sorted(breadths)
     assert breadths[:2] == [128, 128]
-    assert 768 <= store_module.hnsw_ef_search(1_000_000) <= 1024  # recall@10 0.989-0.994 measured there
+    assert 768 <= build_module.hnsw_ef_search(1_000_000) <= 1024  # recall@10 0.989-0.994 measured there
     assert breadths[-1] == 4096
     assert all(b % 32 == 0 for b in breadths)
 
@@ -243,7 +251,7 @@ def test_hnsw_search_widens_with_size_within_the_manifest_limit() -> None:
 )
 @pytest.mark.parametrize("mode", MODES)
 def test_filters_combine(haystack: Registry, filters: SearchFilters, paths: set[str], mode: str) -> None:
-    response = haystack.search("pelican", dataset="hay", top_k=10, mode=mode, filters=filters)
+    response = search(haystack, "pelican", dataset="hay", top_k=10, mode=mode, filters=filters)
 
     assert {r.path for r in response.results} == paths
     assert response.status == ("ok" if paths else "empty")
@@ -256,7 +264,7 @@ def test_unknown_dataset_lists_the_available_ones(ingested: tuple[Path, Registry
     _, registry = ingested
 
     with pytest.raises(DatasetNotFoundError) as info:
-        registry.search("anything", dataset="nope")
+        search(registry, "anything", dataset="nope")
 
     assert info.value.available == ["docs"]
     assert "'nope'" in info.value.message and "docs" in info.value.message
@@ -265,7 +273,7 @@ def test_unknown_dataset_lists_the_available_ones(ingested: tuple[Path, Registry
 
 def test_no_datasets_at_all(datasets_dir: Path, make_registry: Callable[[], Registry]) -> None:
     with pytest.raises(DatasetNotFoundError, match="mcpower ingest"):
-        make_registry().search("anything", dataset="docs")
+        search(make_registry(), "anything", dataset="docs")
 
 
 @pytest.mark.parametrize("query", ["", "   ", "\n\t", "\x00", "x" * (MAX_QUERY_CHARS + 1)])
@@ -273,14 +281,14 @@ def test_invalid_query(ingested: tuple[Path, Registry], query: str) -> None:
     _, registry = ingested
 
     with pytest.raises(InvalidQueryError) as info:
-        registry.search(query, dataset="docs")
+        search(registry, query, dataset="docs")
     assert info.value.code == "INVALID_QUERY"
 
 
 def test_query_at_the_length_limit_is_fine(ingested: tuple[Path, Registry]) -> None:
     _, registry = ingested
 
-    response = registry.search(("quokka " * 200)[:MAX_QUERY_CHARS], dataset="docs")
+    response = search(registry, ("quokka " * 200)[:MAX_QUERY_CHARS], dataset="docs")
 
     assert response.results[0].path == "guide/usage.md"
 
@@ -290,14 +298,14 @@ def test_invalid_top_k(ingested: tuple[Path, Registry], top_k: object) -> None:
     _, registry = ingested
 
     with pytest.raises(InvalidTopKError, match="1 to 100"):
-        registry.search("quokka", dataset="docs", top_k=top_k)  # type: ignore[arg-type]
+        search(registry, "quokka", dataset="docs", top_k=top_k)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("top_k", [1, 100])
 def test_top_k_bounds_are_accepted(ingested: tuple[Path, Registry], top_k: int) -> None:
     _, registry = ingested
 
-    assert registry.search("quokka", dataset="docs", top_k=top_k).meta.limit == top_k
+    assert search(registry, "quokka", dataset="docs", top_k=top_k).meta.limit == top_k
 
 
 @pytest.mark.parametrize("mode", ["", "fuzzy", "HYBRID", "bm25"])
@@ -305,7 +313,7 @@ def test_invalid_mode(ingested: tuple[Path, Registry], mode: str) -> None:
     _, registry = ingested
 
     with pytest.raises(InvalidQueryError, match="mode"):
-        registry.search("quokka", dataset="docs", mode=mode)
+        search(registry, "quokka", dataset="docs", mode=mode)
 
 
 @pytest.mark.parametrize("min_score", [-0.1, 1.5])
@@ -313,7 +321,7 @@ def test_invalid_min_score(ingested: tuple[Path, Registry], min_score: float) ->
     _, registry = ingested
 
     with pytest.raises(InvalidQueryError, match="min_score"):
-        registry.search("quokka", dataset="docs", min_score=min_score)
+        search(registry, "quokka", dataset="docs", min_score=min_score)
 
 
 # ------------------------------------------------------------------ hostile keyword input
@@ -357,14 +365,14 @@ HOSTILE = [
 def test_hostile_fts_strings_never_raise(ingested: tuple[Path, Registry], query: str, mode: str) -> None:
     _, registry = ingested
 
-    assert_well_formed(registry.search(query, dataset="docs", mode=mode))
+    assert_well_formed(search(registry, query, dataset="docs", mode=mode))
 
 
 @pytest.mark.parametrize("query", ["quokka*", "(quokka", "NOT quokka", "text:quokka", '"quokka'])
 def test_operators_are_plain_words(ingested: tuple[Path, Registry], query: str) -> None:
     _, registry = ingested
 
-    hits = registry.search(query, dataset="docs", mode="keyword").results
+    hits = search(registry, query, dataset="docs", mode="keyword").results
 
     assert [h.path for h in hits] == ["guide/usage.md"]
 
@@ -403,7 +411,7 @@ def cjk_registry(
             "ja/guide.md": "# ガイド\n\nこの文書はインストール方法を説明します。\n",
         },
     )
-    ingest(corpus, datasets_dir, dataset_id="docs", embedder=FakeEmbedder())
+    ingest(corpus, datasets_dir, IngestOptions(dataset_id="docs"), embedder=FakeEmbedder())
     return make_registry()
 
 
@@ -417,7 +425,7 @@ def cjk_registry(
     ],
 )
 def test_cjk_document_found_by_cjk_query(cjk_registry: Registry, query: str, path: str) -> None:
-    hits = cjk_registry.search(query, dataset="docs", mode="keyword").results
+    hits = search(cjk_registry, query, dataset="docs", mode="keyword").results
 
     assert [h.path for h in hits] == [path]
     assert query in hits[0].snippet
@@ -425,7 +433,7 @@ def test_cjk_document_found_by_cjk_query(cjk_registry: Registry, query: str, pat
 
 def test_cjk_query_needs_adjacent_characters(cjk_registry: Registry) -> None:
     # 装 and 管 both occur in zh/install.md, but not side by side.
-    assert cjk_registry.search("装管", dataset="docs", mode="keyword").results == []
+    assert search(cjk_registry, "装管", dataset="docs", mode="keyword").results == []
 
 
 # ------------------------------------------------------------------ several datasets
@@ -435,26 +443,26 @@ def test_cjk_query_needs_adjacent_characters(cjk_registry: Registry) -> None:
 def two_datasets(
     corpus: Path, tmp_path: Path, datasets_dir: Path, fake_embedder: FakeEmbedder, make_registry: Callable[[], Registry]
 ) -> Registry:
-    ingest(corpus, datasets_dir, dataset_id="docs", embedder=FakeEmbedder())
+    ingest(corpus, datasets_dir, IngestOptions(dataset_id="docs"), embedder=FakeEmbedder())
     other = write_files(tmp_path / "other", {"birds.md": "# Birds\n\nThe toolkit of a quokka watcher.\n"})
-    ingest(other, datasets_dir, dataset_id="other", embedder=FakeEmbedder(), default_top_k=8)
+    ingest(other, datasets_dir, IngestOptions(dataset_id="other", default_top_k=8), embedder=FakeEmbedder())
     return make_registry()
 
 
 def test_search_all_datasets_merges(two_datasets: Registry) -> None:
     registry = two_datasets
 
-    response = registry.search("quokka", top_k=10, mode="keyword")
+    response = search(registry, "quokka", top_k=10, mode="keyword")
 
     assert response.meta.datasets == ["docs", "other"]
     assert {(r.dataset, r.path) for r in response.results} == {("docs", "guide/usage.md"), ("other", "birds.md")}
     assert_well_formed(response)
     for r in response.results:
-        assert registry.resolve(r.result_id)[1].path == r.path
+        assert resolve(registry, r.result_id)[1].path == r.path
 
 
 def test_search_all_datasets_uses_the_largest_default_top_k(two_datasets: Registry) -> None:
-    response = two_datasets.search("toolkit", mode="semantic")
+    response = search(two_datasets, "toolkit", mode="semantic")
 
     assert response.meta.limit == 8
     assert len(response.results) == 8
@@ -466,9 +474,9 @@ def test_search_all_datasets_sees_a_dataset_ingested_later(
 ) -> None:
     _, registry = ingested
     other = write_files(tmp_path / "other", {"birds.md": "# Birds\n\nThe toolkit of a quokka watcher.\n"})
-    ingest(other, datasets_dir, dataset_id="other", embedder=FakeEmbedder())
+    ingest(other, datasets_dir, IngestOptions(dataset_id="other"), embedder=FakeEmbedder())
 
-    assert registry.search("quokka", mode="keyword").meta.datasets == ["docs", "other"]
+    assert search(registry, "quokka", mode="keyword").meta.datasets == ["docs", "other"]
 
 
 def test_search_all_datasets_rereads_only_changed_manifests(
@@ -476,18 +484,19 @@ def test_search_all_datasets_rereads_only_changed_manifests(
 ) -> None:
     registry = two_datasets
     reads: list[str] = []
-    read_manifest = registry_module.read_manifest
+    read_manifest = catalog_module.read_manifest
     monkeypatch.setattr(
-        registry_module, "read_manifest", lambda path: reads.append(path.parent.name) or read_manifest(path)
+        catalog_module, "read_manifest", lambda path: reads.append(path.parent.name) or read_manifest(path)
     )
 
-    registry.search("quokka", mode="keyword")
+    search(registry, "quokka", mode="keyword")
     assert reads == []
-    ingest(corpus, datasets_dir, dataset_id="docs", embedder=FakeEmbedder(), description="Republished")
-    response = registry.search("quokka", mode="keyword")
+    ingest(corpus, datasets_dir, IngestOptions(dataset_id="docs", description="Republished"), embedder=FakeEmbedder())
+    reads.clear()  # the ingest read the version it replaces
+    response = search(registry, "quokka", mode="keyword")
 
     assert reads == ["docs"]
-    assert registry.entry("docs").manifest.description == "Republished"
+    assert registry.entry("docs").info.description == "Republished"
     assert response.meta.datasets == ["docs", "other"]
 
 
@@ -499,7 +508,7 @@ def test_search_all_datasets_skips_broken_ones(
     (broken / "manifest.json").write_text("{not json")
     registry = make_registry()
 
-    response = registry.search("quokka")
+    response = search(registry, "quokka")
 
     assert response.meta.datasets == ["docs"]
     assert response.results[0].path == "guide/usage.md"
@@ -511,8 +520,8 @@ def test_search_all_datasets_skips_broken_ones(
 def test_result_id_resolves_to_its_chunk(ingested: tuple[Path, Registry]) -> None:
     _, registry = ingested
 
-    for r in registry.search("toolkit", dataset="docs", top_k=10).results:
-        store, hit = registry.resolve(r.result_id)
+    for r in search(registry, "toolkit", dataset="docs", top_k=10).results:
+        store, hit = resolve(registry, r.result_id)
         assert store.id == "docs"
         assert (hit.path, hit.heading_path, hit.start_line, hit.end_line) == (
             r.path,
@@ -544,7 +553,7 @@ def test_unknown_or_malformed_result_ids(ingested: tuple[Path, Registry], result
     _, registry = ingested
 
     with pytest.raises(ResultNotFoundError) as info:
-        registry.resolve(result_id)
+        resolve(registry, result_id)
     assert info.value.code == "RESULT_NOT_FOUND"
     assert len(info.value.message) < 400
 
@@ -554,11 +563,16 @@ def test_snippets_fit_and_show_the_query_word(
 ) -> None:
     filler = " ".join(f"Filler sentence number {i} says nothing much." for i in range(20))
     text = f"# Long\n\n{filler} The walrus appears right here. {filler}\n"
-    ingest(write_files(tmp_path / "long", {"long.md": text}), datasets_dir, dataset_id="long", embedder=FakeEmbedder())
+    ingest(
+        write_files(tmp_path / "long", {"long.md": text}),
+        datasets_dir,
+        IngestOptions(dataset_id="long"),
+        embedder=FakeEmbedder(),
+    )
     registry = make_registry()
 
-    full = registry.search("walrus", dataset="long", mode="keyword").results[0]
-    short = registry.search("walrus", dataset="long", mode="keyword", snippet_chars=120).results[0]
+    full = search(registry, "walrus", dataset="long", mode="keyword").results[0]
+    short = search(registry, "walrus", dataset="long", mode="keyword", snippet_chars=120).results[0]
 
     assert len(full.snippet) <= MAX_SNIPPET_CHARS
     assert len(short.snippet) <= 120

@@ -23,7 +23,7 @@ from server_fixtures import (
 )
 
 from mcpower.registry import Registry
-from mcpower.server import create_server
+from mcpower.server.app import create_server
 
 pytestmark = pytest.mark.anyio
 
@@ -41,7 +41,7 @@ def make_registry() -> Iterator[Callable[[Path], Registry]]:
     made: list[Registry] = []
 
     def make(root: Path) -> Registry:
-        registry = Registry(root, embedder_factory=lambda model, backend: FakeEmbedder())
+        registry = Registry(root, embedder_factory=lambda model: FakeEmbedder())
         made.append(registry)
         return registry
 
@@ -377,9 +377,9 @@ async def test_list_datasets_sees_a_dataset_ingested_later(
     async with Client(create_server(make_registry(datasets))) as client:
         ids = [d["id"] for d in structured(await client.call_tool("knowledge_list_datasets", {}))["datasets"]]
         assert ids == ["handbook"]
-        from mcpower.ingestion import ingest
+        from mcpower.ingestion import IngestOptions, ingest
 
-        ingest(tmp_path / "src" / "recipes", datasets, dataset_id="recipes", embedder=FakeEmbedder())
+        ingest(tmp_path / "src" / "recipes", datasets, IngestOptions(dataset_id="recipes"), embedder=FakeEmbedder())
         ids = [d["id"] for d in structured(await client.call_tool("knowledge_list_datasets", {}))["datasets"]]
         assert ids == ["handbook", "recipes"]
         data = await search(client, query="pumpkin cardamom", dataset="recipes")

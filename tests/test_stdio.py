@@ -356,14 +356,14 @@ FASTAPI_FILES = [
 def test_real_model_over_stdio(tmp_path: Path) -> None:
     if not FASTAPI_CORPUS.is_dir():
         pytest.skip(f"{FASTAPI_CORPUS} is not here")
-    from mcpower.ingestion import ingest
+    from mcpower.ingestion import IngestOptions, ingest
 
     src = tmp_path / "fastapi"
     for rel in FASTAPI_FILES:
         (src / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(FASTAPI_CORPUS / rel, src / rel)
     datasets = tmp_path / "datasets"
-    ingest(src, datasets, dataset_id="fastapi", backend="onnx")
+    ingest(src, datasets, IngestOptions(dataset_id="fastapi", backend="onnx"))
 
     server = StdioServer(
         [sys.executable, "-m", "mcpower", "serve", "--stdio", "--datasets-dir", str(datasets)],

@@ -15,7 +15,7 @@ QUICK_EXTRA_DOCS = 500  # unjudged documents added to the --quick subset corpus,
 
 
 def count_files(corpus: Path) -> int:
-    from mcpower.ingestion import discover
+    from mcpower.discover import discover
 
     return len(discover(corpus)[0])
 
@@ -26,10 +26,10 @@ def ensure_dataset(corpus: Path, root: Path, ds_id: str, backend: str = "onnx") 
     Returns facts about the dataset and, if it was built now, how long that took.
     """
     from mcpower.chunking import CHUNKER
-    from mcpower.config import DEFAULT_MODEL
+    from mcpower.defaults import DEFAULT_CHUNK_TOKENS, DEFAULT_MODEL, DEFAULT_OVERLAP
     from mcpower.embedding import resolve_model
     from mcpower.errors import McpowerError
-    from mcpower.ingestion import DEFAULT_CHUNK_TOKENS, DEFAULT_OVERLAP, ingest
+    from mcpower.ingestion import IngestOptions, ingest
     from mcpower.manifest import MANIFEST_NAME, read_manifest
 
     path = root / ds_id / MANIFEST_NAME
@@ -59,7 +59,7 @@ def ensure_dataset(corpus: Path, root: Path, ds_id: str, backend: str = "onnx") 
             last[0] = time.monotonic()
             note(f"  {ds_id}: {done}/{total} chunks embedded")
 
-    report = ingest(corpus, root, dataset_id=ds_id, backend=backend, full=True, progress=progress)
+    report = ingest(corpus, root, IngestOptions(dataset_id=ds_id, backend=backend, full=True), progress=progress)
     note(f"{ds_id}: {report.chunks} chunks in {report.seconds:.0f} s")
     return {
         "id": ds_id,
@@ -137,15 +137,16 @@ def evaluate_modes(
     """keyword, semantic and hybrid metrics of a dataset, exactly as `mcpower eval --mode all` computes them."""
     from mcpower.evaluation import evaluate
     from mcpower.registry import Registry
+    from mcpower.search import rank_paths
 
     registry = Registry(root)
     registry.store(ds_id)
-    registry.embedder_for(registry.store(ds_id).manifest).embed_query("warm up")
+    registry.embedder_for(registry.store(ds_id).info).embed_query("warm up")
     out: dict[str, dict[str, Any]] = {}
     for mode in ("keyword", "semantic", "hybrid"):
 
         def search(text: str, k: int, mode: str = mode) -> list[str]:
-            return registry.rank_paths(text, ds_id, k, mode)
+            return rank_paths(registry, text, ds_id, k, mode)
 
         r = evaluate(search, queries, qrels, EVAL_DEPTH, ds_id, mode)
         out[mode] = {

@@ -17,9 +17,10 @@ from suite.report import load_avg, note, table
 def run(args: argparse.Namespace) -> dict[str, Any]:
     import numpy as np
 
-    from mcpower.chunking import chunk_document
+    from mcpower.chunking import chunk_document, decode_text
+    from mcpower.defaults import DEFAULT_CHUNK_TOKENS, DEFAULT_OVERLAP
     from mcpower.embedding import load_embedder
-    from mcpower.ingestion import DEFAULT_CHUNK_TOKENS, DEFAULT_OVERLAP, decode_text, ingest
+    from mcpower.ingestion import IngestOptions, ingest
 
     target = 200 if args.quick else 2000
     docs_dir = collection_files(args.corpora, "scifact")[0]
@@ -69,7 +70,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 vectors[b] = emb.embed_documents(texts)
                 bare[b].append(time.perf_counter() - t)
                 t = time.perf_counter()
-                report = ingest(src, Path(tmp) / f"out-{b}-{r}", dataset_id="bench", embedder=emb, full=True)
+                report = ingest(
+                    src, Path(tmp) / f"out-{b}-{r}", IngestOptions(dataset_id="bench", full=True), embedder=emb
+                )
                 whole[b].append(time.perf_counter() - t)
                 embed_part[b].append(report.embed_seconds)
                 if report.chunks != len(texts):

@@ -90,7 +90,7 @@ def git_commit() -> str | None:
 def environment() -> dict[str, Any]:
     from importlib.metadata import PackageNotFoundError, version
 
-    versions = {}
+    versions: dict[str, str | None] = {}
     for pkg in ("mcpower", "faiss-cpu", "onnxruntime", "torch", "sentence-transformers", "mcp", "numpy"):
         try:
             versions[pkg] = version(pkg)

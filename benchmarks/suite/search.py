@@ -43,7 +43,7 @@ class SyntheticSource:
         from mcpower.manifest import MANIFEST_NAME, read_manifest
 
         m = read_manifest(scifact_folder / MANIFEST_NAME)
-        index = faiss.read_index(str(scifact_folder / m.index))
+        index: Any = faiss.read_index(str(scifact_folder / m.index))
         self.vectors = index.index.reconstruct_n(0, index.ntotal)
         self.fingerprint = m.checksums.index[:16]
         words: Counter[str] = Counter()
@@ -118,10 +118,10 @@ def build_synthetic(source: SyntheticSource, root: Path, size: int) -> dict[str,
     import numpy as np
 
     from mcpower.chunking import CHUNKER
-    from mcpower.config import DEFAULT_MODEL
+    from mcpower.defaults import DEFAULT_CHUNK_TOKENS, DEFAULT_MODEL, DEFAULT_OVERLAP
     from mcpower.embedding import resolve_model
     from mcpower.errors import McpowerError
-    from mcpower.ingestion import DEFAULT_CHUNK_TOKENS, DEFAULT_OVERLAP
+    from mcpower.layout import dataset_lock, publish
     from mcpower.manifest import (
         MANIFEST_NAME,
         Checksums,
@@ -132,9 +132,10 @@ def build_synthetic(source: SyntheticSource, root: Path, size: int) -> dict[str,
         VectorIndexInfo,
         now_utc,
         read_manifest,
-        write_manifest,
     )
-    from mcpower.store import INDEX_FILE, METADATA_FILE, ChunkRow, chunk_id, sha256_file, write_metadata, write_vectors
+    from mcpower.store import ChunkRow, chunk_id
+    from mcpower.store.local.build import sha256_file, write_metadata, write_vectors
+    from mcpower.store.local.schema import INDEX_FILE, METADATA_FILE
 
     ds_id = f"synthetic-{size_label(size)}"
     folder = root / ds_id
@@ -147,10 +148,9 @@ def build_synthetic(source: SyntheticSource, root: Path, size: int) -> dict[str,
     except McpowerError:
         pass
     shutil.rmtree(folder, ignore_errors=True)
-    staging = folder / "v-synthetic"
-    staging.mkdir(parents=True)
     note(f"generating {ds_id} ...")
     ids: list[int] = []
+    info: dict[str, Any] = {}
 
     def chunk_rows() -> Iterator[ChunkRow]:
         for d, chunk_texts in _synthetic_docs(source, size, seed=size):
@@ -159,43 +159,47 @@ def build_synthetic(source: SyntheticSource, root: Path, size: int) -> dict[str,
                 ids.append(cid)
                 yield ChunkRow(cid, d.id, o, d.title, 3 + 2 * o, 3 + 2 * o, text)
 
-    t = time.perf_counter()
-    write_metadata(staging / METADATA_FILE, (d for d, _ in _synthetic_docs(source, size, seed=size)), chunk_rows())
-    metadata_s = time.perf_counter() - t
-    rng = np.random.default_rng(size + 1)
-    vectors = np.vstack([source.vectors_for(rng, min(65536, size - s)) for s in range(0, size, 65536)])
-    note(f"{ds_id}: metadata (SQLite + FTS5) written in {metadata_s:.0f} s; building the vector index ...")
-    t = time.perf_counter()
-    index_info = write_vectors(staging / INDEX_FILE, np.asarray(ids, dtype=np.int64), vectors)
-    index_s = time.perf_counter() - t
-    spec = resolve_model(DEFAULT_MODEL)
-    now = now_utc()
-    manifest = Manifest(
-        id=ds_id,
-        name=ds_id,
-        description=recipe,
-        index=f"v-synthetic/{INDEX_FILE}",
-        metadata=f"v-synthetic/{METADATA_FILE}",
-        embedding=EmbeddingInfo(
-            model=spec.name,
-            backend="onnx",
-            dimension=spec.dimension,
-            max_tokens=spec.max_tokens,
-            model_fingerprint=spec.fingerprint,
-        ),
-        chunking=ChunkingInfo(chunker=CHUNKER, chunk_tokens=DEFAULT_CHUNK_TOKENS, overlap=DEFAULT_OVERLAP),
-        vector_index=VectorIndexInfo(**index_info),
-        fingerprint=f"synthetic-v{SYNTH_VERSION}",
-        counts=Counts(documents=math.ceil(size / CHUNKS_PER_DOC), chunks=size),
-        checksums=Checksums(index=sha256_file(staging / INDEX_FILE), metadata=sha256_file(staging / METADATA_FILE)),
-        created_at=now,
-        updated_at=now,
-        mcpower_version="bench",
-    )
-    info = {"index_kind": index_info["kind"], "metadata_s": round(metadata_s, 1), "index_build_s": round(index_s, 1)}
+    def write(staging: Path, version: str) -> Manifest:
+        """The files, streamed (a million chunks do not fit a DatasetBuild's lists), and their manifest."""
+        t = time.perf_counter()
+        write_metadata(staging / METADATA_FILE, (d for d, _ in _synthetic_docs(source, size, seed=size)), chunk_rows())
+        metadata_s = time.perf_counter() - t
+        rng = np.random.default_rng(size + 1)
+        vectors = np.vstack([source.vectors_for(rng, min(65536, size - s)) for s in range(0, size, 65536)])
+        note(f"{ds_id}: metadata (SQLite + FTS5) written in {metadata_s:.0f} s; building the vector index ...")
+        t = time.perf_counter()
+        index_info = write_vectors(staging / INDEX_FILE, np.asarray(ids, dtype=np.int64), vectors)
+        index_s = time.perf_counter() - t
+        info.update(index_kind=index_info["kind"], metadata_s=round(metadata_s, 1), index_build_s=round(index_s, 1))
+        spec = resolve_model(DEFAULT_MODEL)
+        now = now_utc()
+        return Manifest(
+            id=ds_id,
+            name=ds_id,
+            description=recipe,
+            index=f"{version}/{INDEX_FILE}",
+            metadata=f"{version}/{METADATA_FILE}",
+            embedding=EmbeddingInfo(
+                model=spec.name,
+                backend="onnx",
+                dimension=spec.dimension,
+                max_tokens=spec.max_tokens,
+                model_fingerprint=spec.fingerprint,
+            ),
+            chunking=ChunkingInfo(chunker=CHUNKER, chunk_tokens=DEFAULT_CHUNK_TOKENS, overlap=DEFAULT_OVERLAP),
+            vector_index=VectorIndexInfo(**index_info),
+            fingerprint=f"synthetic-v{SYNTH_VERSION}",
+            counts=Counts(documents=math.ceil(size / CHUNKS_PER_DOC), chunks=size),
+            checksums=Checksums(index=sha256_file(staging / INDEX_FILE), metadata=sha256_file(staging / METADATA_FILE)),
+            created_at=now,
+            updated_at=now,
+            mcpower_version="bench",
+        )
+
+    with dataset_lock(folder):
+        publish(folder, write)
     info_file.write_text(json.dumps(info))
-    write_manifest(manifest, folder)
-    note(f"{ds_id}: {index_info['kind']} index built in {index_s:.0f} s")
+    note(f"{ds_id}: {info['index_kind']} index built in {info['index_build_s']:.0f} s")
     return {"id": ds_id, "cached": False, **info}
 
 
@@ -205,7 +209,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     from mcpower.evaluation import load_queries
     from mcpower.registry import Registry
-    from mcpower.store import HNSW_THRESHOLD
+    from mcpower.search import search
+    from mcpower.store.local.build import HNSW_THRESHOLD
+    from mcpower.store.local.store import LocalStore
 
     sizes = args.scale or ([10_000] if args.quick else [10_000, 100_000])
     scifact, _, _ = collection_dataset(args.corpora, "scifact", args.datasets_dir, args.quick)
@@ -229,19 +235,21 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         t = time.perf_counter()
         store = registry.store(ds)  # verifies checksums, reads the index and opens SQLite
         load_s = time.perf_counter() - t
-        emb = registry.embedder_for(store.manifest)
+        assert isinstance(store, LocalStore)  # the HNSW recall below reads its FAISS index
+        emb = registry.embedder_for(store.info)
         for q in queries[:10]:  # warm-up: page cache, first-call allocations
             for mode in modes:
-                registry.search(q, ds, 10, mode)
+                search(registry, q, ds, 10, mode)
         times: dict[str, list[float]] = {m: [] for m in modes}
         for i, q in enumerate(queries):
             for mode in modes[i % 3 :] + modes[: i % 3]:  # rotate, so load drift hits every mode alike
                 t = time.perf_counter()
-                registry.search(q, ds, 10, mode)
+                search(registry, q, ds, 10, mode)
                 times[mode].append(time.perf_counter() - t)
         # Where the time goes, at the depth search asks for (50): the query embedding, the vector side,
         # and the keyword side (BM25 of every match, and its top 50).
-        qvecs, parts = [], {"embed_query": [], "vector": [], "keyword": []}
+        qvecs: list[Any] = []
+        parts: dict[str, list[float]] = {"embed_query": [], "vector": [], "keyword": []}
         for q in queries:
             t = time.perf_counter()
             qvecs.append(emb.embed_query(q))
@@ -283,7 +291,7 @@ def hnsw_recall(store: Any, qvecs: Any) -> dict[str, Any]:
     import faiss
     import numpy as np
 
-    index = faiss.read_index(str(store.folder / store.manifest.index))
+    index: Any = faiss.read_index(str(store.folder / store.manifest.index))
     ids = faiss.vector_to_array(index.id_map)
     flat = faiss.IndexFlatIP(index.d)
     flat.add(index.index.reconstruct_n(0, index.ntotal))
@@ -307,8 +315,8 @@ def hnsw_recall(store: Any, qvecs: Any) -> dict[str, Any]:
     found = [[i for i, _ in store.semantic(qv, 50)[:10]] for qv in qvecs]
     recall = statistics.fmean(len(truth[i] & set(f)) / 10 for i, f in enumerate(found))
     sweep = {}
-    hnsw = faiss.downcast_index(index.index)
-    faiss.omp_set_num_threads(1)  # as KnowledgeStore.semantic searches
+    hnsw: Any = faiss.downcast_index(index.index)
+    faiss.omp_set_num_threads(1)  # as LocalStore.semantic searches
     for ef in EF_SWEEP:
         hnsw.hnsw.efSearch = ef
         times, hits = [], []

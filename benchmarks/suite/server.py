@@ -109,7 +109,7 @@ class StdioClient:
 
     def memory(self) -> dict[str, float]:
         """VmRSS and VmHWM of the server process, in MB."""
-        out = {}
+        out: dict[str, Any] = {}
         for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
             key, _, value = line.partition(":")
             if key in ("VmRSS", "VmHWM"):
@@ -195,7 +195,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         client.close()
 
     cold = cold_search(root, runs)
-    out = {
+    out: dict[str, Any] = {
         "dataset": dataset,
         "calls": calls,
         "tool_call": lat_stats(rtt),

@@ -1,30 +1,52 @@
-"""Documents -> chunks sized in model tokens, each with its heading path and line range.
+"""The form every format parses a document into, and the packer that cuts it into chunks.
 
-Pure functions: the caller passes a token counter (the embedding model's own tokenizer), so a chunk
-is never longer than what the model reads. Markdown is parsed with markdown-it-py and split on
-headings; code fences and tables are kept whole when they fit, and cut at line boundaries when
-they do not. Consecutive chunks of one section overlap by whole units (lines or sentences).
+A format module (markdown.py, rst.py, text.py ...) turns a document's text into :class:`Section` s:
+a heading path and the blocks under it, each block with its line range. The packer here then fills
+chunks of at most ``chunk_tokens`` model tokens (heading path included): a block that fits stays
+whole; a bigger one is cut at lines, then sentences, then runs of words. Consecutive chunks of one
+section overlap by whole units (lines or sentences). Token counts come from the embedding model's
+own tokenizer, so a chunk is never longer than what the model reads.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from pathlib import PurePosixPath
+from dataclasses import dataclass, field
 
-from markdown_it import MarkdownIt
+TokenCounter = Callable[[Sequence[str]], list[int]]
 
-CHUNKER = "mcpower-md-v1"  # recorded in manifests; bump when chunk boundaries change
-MARKDOWN_TYPES = frozenset({".md", ".markdown", ".mdx"})
-TEXT_TYPES = frozenset({".txt"})
-RST_TYPES = frozenset({".rst"})
-SUPPORTED_TYPES = MARKDOWN_TYPES | TEXT_TYPES | RST_TYPES
 HEADING_SEPARATOR = " > "
 # Heading paths longer than this many tokens are cut so they cannot crowd the body out of the window.
 MAX_HEADING_TOKENS = 48
+_SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+")
 
-TokenCounter = Callable[[Sequence[str]], list[int]]
+
+@dataclass(frozen=True)
+class Block:
+    """A run of a document's lines that belongs together: a paragraph, a code fence, a table ..."""
+
+    text: str
+    start: int  # 0-based line
+    end: int  # 0-based line, inclusive
+    prose: bool  # may be cut between sentences (else only between lines)
+
+
+@dataclass(frozen=True)
+class Section:
+    """The blocks under one heading path."""
+
+    heading_path: tuple[str, ...]
+    blocks: list[Block] = field(default_factory=list)
+    has_body: bool = True  # False for a section that is only its heading line
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """What a format module makes of a document: its sections, and its title if it states one."""
+
+    sections: list[Section]
+    title: str | None = None
 
 
 @dataclass(frozen=True)
@@ -51,12 +73,6 @@ class Chunk:
 
 
 @dataclass(frozen=True)
-class Document:
-    title: str
-    chunks: list[Chunk]
-
-
-@dataclass(frozen=True)
 class _Unit:
     """The smallest piece the packer moves: a block, a line, a sentence or a run of words."""
 
@@ -66,45 +82,8 @@ class _Unit:
     tokens: int
 
 
-@dataclass(frozen=True)
-class _Section:
-    heading_path: tuple[str, ...]
-    blocks: list[tuple[str, int, int, bool]]  # text, start line, end line, splittable by sentence
-    has_body: bool = True  # False for a section that is only its heading line
-
-
-_FRONT_MATTER = re.compile(r"\A---[ \t]*\n(.*?\n)(?:---|\.\.\.)[ \t]*(?:\n|\Z)", re.S)
-_FM_TITLE = re.compile(r"^title[ \t]*:[ \t]*(.+?)[ \t]*$", re.M)
-_SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+")
-_RST_ADORNMENT = re.compile(r"^([=\-~^\"'`#*+:.<>_])\1{2,}[ \t]*$")
-# mkdocs / pandoc heading attributes: "## Install { #install }" -> "Install"
-_HEADING_ATTRS = re.compile(r"\s*\{\s*[#.][^}]*\}\s*$")
-_md = MarkdownIt("commonmark").enable("table")
-
-
-def chunk_document(
-    text: str,
-    file_type: str,
-    file_name: str,
-    count_tokens: TokenCounter,
-    chunk_tokens: int,
-    overlap: int,
-) -> Document:
-    """Split one document into chunks of at most ``chunk_tokens`` tokens (plus its heading path).
-
-    ``file_type`` is the lower-case suffix (``.md``, ``.txt`` ...). Titles: the first H1, else a
-    front-matter ``title:``, else the file name without its suffix.
-    """
-    text = text.replace("\r\n", "\n").replace("\r", "\n").lstrip("\ufeff")
-    lines = text.split("\n")
-    fm_title, body_start = _front_matter(text)
-    if file_type in MARKDOWN_TYPES:
-        sections, h1 = _markdown_sections(text, lines, body_start)
-    elif file_type in RST_TYPES:
-        sections, h1 = _rst_sections(lines)
-    else:
-        sections, h1 = _paragraph_sections(lines, body_start, ()), None
-    title = h1 or fm_title or PurePosixPath(file_name).stem or file_name
+def pack(sections: list[Section], count_tokens: TokenCounter, chunk_tokens: int, overlap: int) -> list[Chunk]:
+    """Cut ``sections`` into chunks of at most ``chunk_tokens`` tokens, heading path included."""
     # One tokenizer call per document (each call has a fixed cost): every heading path, then every
     # block's pieces.
     headings = [HEADING_SEPARATOR.join(s.heading_path) for s in sections]
@@ -123,7 +102,7 @@ def chunk_document(
         ]
         for unit_text, start, end in _pack(units, budget, overlap):
             chunks.append(Chunk(unit_text, section.heading_path, start + 1, end + 1, len(chunks), embed_heading))
-    return Document(title=title[:256], chunks=chunks)
+    return chunks
 
 
 def _cut_heading(heading: str, tokens: int, count_tokens: TokenCounter) -> str | None:
@@ -136,95 +115,9 @@ def _cut_heading(heading: str, tokens: int, count_tokens: TokenCounter) -> str |
     return fits[-1] if fits else heading[:MAX_HEADING_TOKENS]
 
 
-def _front_matter(text: str) -> tuple[str | None, int]:
-    m = _FRONT_MATTER.match(text)
-    if not m:
-        return None, 0
-    t = _FM_TITLE.search(m.group(1))
-    title = t.group(1).strip().strip("\"'") if t else None
-    return title or None, text[: m.end()].count("\n")
-
-
-def _markdown_sections(text: str, lines: list[str], body_start: int) -> tuple[list[_Section], str | None]:
-    # Parse the whole text so line numbers stay true; skip front matter by line number.
-    tokens = _md.parse("\n" * body_start + "\n".join(lines[body_start:]))
-    path: list[tuple[int, str]] = []
-    sections = [_Section((), [])]
-    h1: str | None = None
-    i = 0
-    while i < len(tokens):
-        tok = tokens[i]
-        if tok.level != 0 or tok.nesting == -1 or tok.map is None:
-            i += 1
-            continue
-        start, end = tok.map[0], tok.map[1] - 1
-        if tok.type == "heading_open":
-            level = int(tok.tag[1])
-            raw = tokens[i + 1].content if i + 1 < len(tokens) else ""
-            title = _HEADING_ATTRS.sub("", " ".join(raw.split()))
-            if level == 1 and h1 is None and title:
-                h1 = title
-            path = [(lvl, t) for lvl, t in path if lvl < level] + [(level, title or "(untitled)")]
-            sections.append(_Section(tuple(t for _, t in path), [], has_body=False))
-        # Setext headings span two lines; everything else is its own block.
-        block = "\n".join(lines[start : end + 1]).strip("\n")
-        if block.strip():
-            prose = tok.type in ("paragraph_open", "blockquote_open", "html_block")
-            sections[-1].blocks.append((block, start, end, prose))
-            if tok.type != "heading_open" and not sections[-1].has_body:
-                sections[-1] = _Section(sections[-1].heading_path, sections[-1].blocks)
-        i += 1
-    # A heading directly followed by a sub-heading lives on in the sub-section's heading path.
-    kept = [s for s in sections if s.blocks and s.has_body]
-    return (kept or [s for s in sections if s.blocks]), h1
-
-
-def _rst_sections(lines: list[str]) -> tuple[list[_Section], str | None]:
-    """reStructuredText: a title is a line underlined (and maybe overlined) by punctuation."""
-    styles: list[str] = []
-    path: list[tuple[int, str]] = []
-    sections: list[_Section] = []
-    title_lines: dict[int, tuple[int, str]] = {}
-    for n in range(1, len(lines)):
-        under, text = lines[n].strip(), lines[n - 1].strip()
-        if text and _RST_ADORNMENT.match(under) and len(under) >= len(text) and not _RST_ADORNMENT.match(text):
-            over = n >= 2 and lines[n - 2].strip() == under
-            style = ("o" if over else "") + under[0]
-            if style not in styles:
-                styles.append(style)
-            # The section starts at the overline, if any, so it is not left behind as a chunk of its own.
-            title_lines[n - 2 if over else n - 1] = (styles.index(style) + 1, text)
-    h1 = None
-    seg_start = 0
-    for n in [*sorted(title_lines), len(lines)]:
-        sections.extend(_paragraph_sections(lines[:n], seg_start, tuple(t for _, t in path)))
-        if n == len(lines):
-            break
-        level, text = title_lines[n]
-        h1 = h1 or (text if level == 1 else None)
-        path = [(lv, t) for lv, t in path if lv < level] + [(level, text)]
-        seg_start = n
-    return [s for s in sections if s.blocks], h1
-
-
-def _paragraph_sections(lines: list[str], start: int, heading: tuple[str, ...]) -> list[_Section]:
-    """Plain text: blocks are runs of non-blank lines."""
-    blocks: list[tuple[str, int, int, bool]] = []
-    n = start
-    while n < len(lines):
-        if not lines[n].strip():
-            n += 1
-            continue
-        first = n
-        while n < len(lines) and lines[n].strip():
-            n += 1
-        blocks.append(("\n".join(lines[first:n]), first, n - 1, True))
-    return [_Section(heading, blocks)]
-
-
-def _pieces(block: tuple[str, int, int, bool]) -> list[tuple[str, int]]:
+def _pieces(block: Block) -> list[tuple[str, int]]:
     """(text, line) of a block's lines, or of its sentences if it is prose."""
-    text, start, _, prose = block
+    text, start, prose = block.text, block.start, block.prose
     out: list[tuple[str, int]] = []
     for offset, line in enumerate(text.split("\n")):
         parts = _SENTENCE_END.split(line) if prose else [line]
@@ -233,7 +126,7 @@ def _pieces(block: tuple[str, int, int, bool]) -> list[tuple[str, int]]:
 
 
 def _units(
-    block: tuple[str, int, int, bool],
+    block: Block,
     pieces: list[tuple[str, int]],
     counts: list[int],
     count_tokens: TokenCounter,
@@ -245,7 +138,7 @@ def _units(
     which the model's tokenizer (WordPiece; BPE and SentencePiece up to their word-start marker)
     never makes a token.
     """
-    text, start, end, _ = block
+    text, start, end = block.text, block.start, block.end
     if sum(counts) <= budget:
         return [_Unit(text, start, end, sum(counts))]
     out: list[_Unit] = []

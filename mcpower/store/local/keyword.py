@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from mcpower.store.local.schema import CHUNKS, FTS, FTS_DOCSIZE, POSTINGS, POSTINGS_SCHEMA
+
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
@@ -35,22 +37,14 @@ B = 0.75
 MIN_IDF = 1e-6
 # Column weights for (text, title, heading_path): a title or heading hit says more than a body hit.
 COLUMN_WEIGHTS = (1.0, 2.0, 1.5)
-POSTINGS_TABLE = "keyword_postings"
-POSTINGS_SCHEMA = f"""
-CREATE TABLE {POSTINGS_TABLE} (
-    term TEXT PRIMARY KEY,
-    chunk_rows BLOB NOT NULL,  -- int32 positions in the ascending chunk ids
-    impacts BLOB NOT NULL      -- float32 BM25 contribution of the term to each of those chunks
-);
-"""
 _ROW = np.dtype("<i4")
 _IMPACT = np.dtype("<f4")
 
 
 def write_postings(db: sqlite3.Connection) -> None:
-    """Fill the postings table from the FTS5 table ``chunks_fts`` of ``db`` (ingest, after the FTS5 rows)."""
+    """Fill the postings table from the FTS5 table of ``db`` (ingest, after the FTS5 rows)."""
     db.executescript(POSTINGS_SCHEMA)
-    db.execute("CREATE VIRTUAL TABLE temp.chunks_vocab USING fts5vocab(main, chunks_fts, 'instance')")
+    db.execute(f"CREATE VIRTUAL TABLE temp.chunks_vocab USING fts5vocab(main, {FTS}, 'instance')")
     try:
         ids = chunk_ids(db)
         n = len(ids)
@@ -65,7 +59,7 @@ def write_postings(db: sqlite3.Connection) -> None:
             ") GROUP BY term",
             COLUMN_WEIGHTS,
         )
-        insert = f"INSERT INTO {POSTINGS_TABLE} VALUES (?, ?, ?)"
+        insert = f"INSERT INTO {POSTINGS} VALUES (?, ?, ?)"
         for term, docs, tfs in per_term:
             rows = np.searchsorted(ids, np.array(docs.split(","), dtype=np.int64))
             tf = np.array(tfs.split(","), dtype=np.float64)
@@ -79,13 +73,13 @@ def write_postings(db: sqlite3.Connection) -> None:
 def row_sizes(db: sqlite3.Connection, ids: NDArray[np.int64]) -> NDArray[np.float64]:
     """Tokens in all columns of each chunk's FTS5 row, as bm25() counts a row's size; rows as ``ids``.
 
-    Read from FTS5's own ``chunks_fts_docsize`` table (one varint per column, SQLite's varint
+    Read from FTS5's own docsize table (one varint per column, SQLite's varint
     format), 40x faster than counting fts5vocab instances; the count is the fallback should that
     table ever be missing or read differently.
     """
     sizes = np.zeros(len(ids), dtype=np.float64)
     try:
-        rows = db.execute("SELECT id, sz FROM chunks_fts_docsize").fetchall()
+        rows = db.execute(f"SELECT id, sz FROM {FTS_DOCSIZE}").fetchall()
     except sqlite3.Error:
         rows = []
     columns = [_varints(sz) for _, sz in rows]
@@ -111,19 +105,12 @@ def _varints(data: bytes) -> list[int]:
 
 def chunk_ids(db: sqlite3.Connection) -> NDArray[np.int64]:
     """Every chunk id, ascending: position i in this array is row i of the postings."""
-    return np.fromiter((i for (i,) in db.execute("SELECT id FROM chunks ORDER BY id")), dtype=np.int64)
-
-
-def has_postings(db: sqlite3.Connection) -> bool:
-    return (
-        db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (POSTINGS_TABLE,)).fetchone()
-        is not None
-    )
+    return np.fromiter((i for (i,) in db.execute(f"SELECT id FROM {CHUNKS} ORDER BY id")), dtype=np.int64)
 
 
 def read_postings(db: sqlite3.Connection, terms: Sequence[str]) -> list[tuple[bytes, bytes]]:
     """The (chunk rows, impacts) blobs of those ``terms`` the index holds."""
-    sql = f"SELECT chunk_rows, impacts FROM {POSTINGS_TABLE} WHERE term = ?"
+    sql = f"SELECT chunk_rows, impacts FROM {POSTINGS} WHERE term = ?"
     return [row for t in terms if (row := db.execute(sql, (t,)).fetchone())]
 
 

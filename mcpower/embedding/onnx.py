@@ -1,7 +1,7 @@
 """ONNX Runtime backend: the model's transformer exported once to ONNX, pooling done in numpy.
 
 The export needs torch and transformers (seconds of import time) and runs once per model; the
-result is cached under ``default_cache_dir()/<spec.fingerprint>/``. With the export cached, an
+result is cached under ``<cache_dir>/onnx/<spec.fingerprint>/``. With the export cached, an
 :class:`OnnxEmbedder` needs only onnxruntime, tokenizers and numpy: torch is never imported.
 """
 
@@ -13,13 +13,14 @@ import json
 import logging
 import os
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mcpower.embedding import ModelSpec, ProgressFn, _length_sorted_batches, _TokenCounter
+from mcpower.embedding.base import BaseEmbedder
+from mcpower.embedding.model import ModelSpec
 from mcpower.errors import EmbeddingModelError
 
 if TYPE_CHECKING:
@@ -33,18 +34,14 @@ logger = logging.getLogger(__name__)
 EXPORT_RECIPE = 2
 
 
-def default_cache_dir() -> Path:
-    """``$XDG_CACHE_HOME/mcpower/onnx``, or ``~/.cache/mcpower/onnx``."""
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mcpower" / "onnx"
-
-
-def export_onnx(spec: ModelSpec, cache_dir: Path | None = None, quantized: bool = False) -> Path:
-    """Path of the model's ONNX export (``model-r<recipe>.onnx``, or ``-int8.onnx``), made if missing.
+def export_onnx(spec: ModelSpec, cache_dir: Path, quantized: bool = False) -> Path:
+    """Path of the model's ONNX export (``model-r<recipe>.onnx``, or ``-int8.onnx``) under
+    ``cache_dir/onnx``, made if missing.
 
     Raises:
         EmbeddingModelError: the export or the quantisation failed.
     """
-    folder = (cache_dir or default_cache_dir()) / spec.fingerprint
+    folder = cache_dir / "onnx" / spec.fingerprint
 
     def export(tmp: Path) -> None:
         _drop_older_recipes(folder)
@@ -151,13 +148,11 @@ def _quantize(fp32: Path, out: Path) -> None:
         logging.getLogger().removeFilter(not_onnxruntime)
 
 
-class OnnxEmbedder(_TokenCounter):
+class OnnxEmbedder(BaseEmbedder):
     """The model on onnxruntime (CPU): fp32 gives torch's vectors, int8 is faster and close."""
 
-    def __init__(self, spec: ModelSpec, quantized: bool = False, cache_dir: Path | None = None) -> None:
+    def __init__(self, spec: ModelSpec, cache_dir: Path, quantized: bool = False) -> None:
         super().__init__(spec)
-        self.model_name, self.dimension, self.max_tokens = spec.name, spec.dimension, spec.max_tokens
-        self.model_fingerprint = spec.fingerprint
         self.backend = "onnx-int8" if quantized else "onnx"
         path = export_onnx(spec, cache_dir, quantized)
 
@@ -180,18 +175,7 @@ class OnnxEmbedder(_TokenCounter):
             raise EmbeddingModelError(f"cannot load {path}: {e}; delete it to re-export") from e
         self._inputs = [i.name for i in self._session.get_inputs()]
 
-    def embed_documents(self, texts: Sequence[str], progress: ProgressFn | None = None) -> NDArray[np.float32]:
-        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
-        for idx in _length_sorted_batches(self, texts):
-            out[idx] = self._embed([texts[i] for i in idx])
-            if progress:
-                progress(len(idx))
-        return out
-
-    def embed_query(self, text: str) -> NDArray[np.float32]:
-        return self._embed([text]).reshape(-1)
-
-    def _embed(self, texts: list[str]) -> NDArray[np.float32]:
+    def _embed_batch(self, texts: list[str]) -> NDArray[np.float32]:
         encs = self._tok_in.encode_batch(texts)
         feeds = {
             "input_ids": np.array([e.ids for e in encs], dtype=np.int64),

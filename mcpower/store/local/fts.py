@@ -10,79 +10,20 @@ in-memory table), so they match the stems the index and its BM25 postings hold.
 from __future__ import annotations
 
 import functools
-import re
 import sqlite3
 import threading
 from dataclasses import dataclass
 
+from mcpower.terms import CJK_CHAR, STOPWORDS, TERM
+
 # Porter stemming on top of unicode61: +0.015 nDCG@10 for keyword search on Cranfield (docs/search.md).
 FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
-# Han, Hiragana, Katakana, Hangul syllables and jamo, CJK punctuation and full-width forms.
-_CJK = "\u1100-\u11ff\u3040-\u30ff\u3100-\u312f\u3130-\u318f\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
-_CJK_CHAR = re.compile(f"([{_CJK}])")
-_TERM = re.compile(rf"[{_CJK}]+|[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
-# Words too common to help a disjunctive query; they match nearly every chunk and slow FTS down.
-STOPWORDS = frozenset(
-    [
-        "a",
-        "an",
-        "and",
-        "are",
-        "as",
-        "at",
-        "be",
-        "but",
-        "by",
-        "can",
-        "do",
-        "does",
-        "for",
-        "from",
-        "has",
-        "have",
-        "how",
-        "i",
-        "if",
-        "in",
-        "into",
-        "is",
-        "it",
-        "its",
-        "of",
-        "on",
-        "or",
-        "so",
-        "than",
-        "that",
-        "the",
-        "their",
-        "them",
-        "then",
-        "there",
-        "these",
-        "they",
-        "this",
-        "to",
-        "was",
-        "were",
-        "what",
-        "when",
-        "where",
-        "which",
-        "who",
-        "why",
-        "will",
-        "with",
-        "you",
-        "your",
-    ]
-)
 MAX_TERMS = 64  # a 1024-char query has at most a few hundred words; the rest add nothing
 
 
 def segment(text: str) -> str:
     """Text as FTS5 should index it: each CJK character becomes its own token."""
-    return _CJK_CHAR.sub(r" \1 ", text)
+    return CJK_CHAR.sub(r" \1 ", text)
 
 
 @dataclass(frozen=True)
@@ -100,22 +41,17 @@ def query_phrases(text: str) -> list[Phrase]:
     """
     terms: list[str] = []
     seen: set[str] = set()
-    for m in _TERM.finditer(text.lower()):
+    for m in TERM.finditer(text.lower()):
         term = m.group(0).replace("’", "'")
         if term in seen:
             continue
         seen.add(term)
-        if _CJK_CHAR.match(term):
+        if CJK_CHAR.match(term):
             terms.append(" ".join(term))  # a phrase of adjacent characters
         else:
             terms.extend(part for part in term.split("'") if part)
     useful = ([t for t in terms if t not in STOPWORDS] or terms)[:MAX_TERMS]
     return [Phrase(f'"{t}"', tokens) for t, tokens in zip(useful, _tokenizer().tokenize(useful)) if tokens]
-
-
-def match_query(text: str) -> str | None:
-    """An FTS5 MATCH expression that ORs the quoted terms of ``text``; None if it has no terms."""
-    return " OR ".join(p.fts for p in query_phrases(text)) or None
 
 
 class _Tokenizer:
@@ -150,12 +86,3 @@ class _Tokenizer:
 @functools.cache
 def _tokenizer() -> _Tokenizer:
     return _Tokenizer()
-
-
-def query_terms(text: str) -> list[str]:
-    """Lower-case words of ``text`` without stopwords (for picking snippets)."""
-    words = [w for w in _TERM.findall(text.lower()) if w not in STOPWORDS]
-    out: list[str] = []
-    for w in words:
-        out.extend(list(w) if _CJK_CHAR.match(w) else [w])
-    return out

@@ -1,0 +1,54 @@
+"""Markdown (.md, .markdown, .mdx), parsed with markdown-it-py (CommonMark and tables) and split on
+headings; code fences and tables are blocks of their own, kept whole when they fit."""
+
+from __future__ import annotations
+
+import re
+
+from markdown_it import MarkdownIt
+
+from mcpower.chunking.sections import Block, Parsed, Section
+from mcpower.chunking.text import front_matter
+
+TYPES = frozenset({".md", ".markdown", ".mdx"})
+
+# mkdocs / pandoc heading attributes: "## Install { #install }" -> "Install"
+_HEADING_ATTRS = re.compile(r"\s*\{\s*[#.][^}]*\}\s*$")
+_md = MarkdownIt("commonmark").enable("table")
+
+
+def parse(text: str) -> Parsed:
+    """Sections by heading; the title is the first H1, else the front matter's ``title:``."""
+    fm_title, body_start = front_matter(text)
+    lines = text.split("\n")
+    # Parse the whole text so line numbers stay true; skip front matter by line number.
+    tokens = _md.parse("\n" * body_start + "\n".join(lines[body_start:]))
+    path: list[tuple[int, str]] = []
+    sections = [Section(())]
+    h1: str | None = None
+    i = 0
+    while i < len(tokens):
+        tok = tokens[i]
+        if tok.level != 0 or tok.nesting == -1 or tok.map is None:
+            i += 1
+            continue
+        start, end = tok.map[0], tok.map[1] - 1
+        if tok.type == "heading_open":
+            level = int(tok.tag[1])
+            raw = tokens[i + 1].content if i + 1 < len(tokens) else ""
+            title = _HEADING_ATTRS.sub("", " ".join(raw.split()))
+            if level == 1 and h1 is None and title:
+                h1 = title
+            path = [(lvl, t) for lvl, t in path if lvl < level] + [(level, title or "(untitled)")]
+            sections.append(Section(tuple(t for _, t in path), [], has_body=False))
+        # Setext headings span two lines; everything else is its own block.
+        block = "\n".join(lines[start : end + 1]).strip("\n")
+        if block.strip():
+            prose = tok.type in ("paragraph_open", "blockquote_open", "html_block")
+            sections[-1].blocks.append(Block(block, start, end, prose))
+            if tok.type != "heading_open" and not sections[-1].has_body:
+                sections[-1] = Section(sections[-1].heading_path, sections[-1].blocks)
+        i += 1
+    # A heading directly followed by a sub-heading lives on in the sub-section's heading path.
+    kept = [s for s in sections if s.blocks and s.has_body]
+    return Parsed(kept or [s for s in sections if s.blocks], h1 or fm_title)

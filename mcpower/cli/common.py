@@ -1,0 +1,36 @@
+"""What the commands share: option types, settings, output helpers."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from mcpower.config import Settings
+
+DatasetsDir = Annotated[
+    Path | None,
+    typer.Option(
+        "--datasets-dir", help="Datasets root [env MCPOWER_DATASETS_DIR; default ./datasets].", show_default=False
+    ),
+]
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON document for programs.")]
+
+
+def settings(**overrides: Any) -> Settings:
+    """Settings with the flags the user gave (None: not given) over MCPOWER_* variables and defaults."""
+    return Settings(**{k: v for k, v in overrides.items() if v is not None})
+
+
+def setup_logging(verbose: bool = False) -> None:
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(message)s", stream=sys.stderr
+    )
+
+
+def print_json(data: Any) -> None:
+    typer.echo(json.dumps(data, ensure_ascii=False, indent=2))

@@ -1,0 +1,72 @@
+"""`mcpower validate` and `mcpower datasets`: what datasets there are, and whether they are sound."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from mcpower.cli.common import DatasetsDir, JsonFlag, print_json, settings
+from mcpower.errors import McpowerError
+
+
+def validate(
+    ids: Annotated[list[str] | None, typer.Argument(help="Dataset ids to check; default: all.")] = None,
+    datasets_dir: DatasetsDir = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Check manifests and their files (schema, paths, checksums, counts, dimensions); exit 1 if any fails."""
+    from mcpower.registry import Registry
+
+    s = settings(datasets_dir=datasets_dir)
+    registry = Registry(s.datasets_dir, cache_dir=s.cache_dir)
+    entries = registry.entries()
+    rows: list[dict[str, Any]] = []
+    known = {e.id for e in entries}
+    for wanted in ids or []:
+        if wanted not in known:
+            rows.append({"id": wanted, "status": "error", "error": "no such dataset"})
+    for e in entries:
+        if ids and e.id not in ids:
+            continue
+        row: dict[str, Any] = {"id": e.id, "status": e.status}
+        if e.error is None:
+            try:
+                counts = registry.store(e.id).info.counts
+                row.update(documents=counts.documents, chunks=counts.chunks)
+            except McpowerError as err:
+                row.update(status="error", error=err.message)
+        else:
+            row["error"] = e.error.message
+        rows.append(row)
+    ok = bool(rows) and all(r["status"] == "ready" for r in rows)
+    for e in entries:
+        for note in e.notes if (not ids or e.id in ids) else []:
+            typer.echo(f"note: {e.id}: {note}", err=True)
+    if as_json:
+        print_json({"ok": ok, "datasets": rows})
+    else:
+        if not rows:
+            typer.echo(f"no datasets under {s.datasets_dir} (create one with `mcpower ingest PATH`)", err=True)
+        for r in rows:
+            detail = f"{r['documents']} documents, {r['chunks']} chunks" if r["status"] == "ready" else r["error"]
+            typer.echo(f"{r['status']:<6} {r['id']}: {detail}")
+    raise typer.Exit(0 if ok else 1)
+
+
+def datasets(datasets_dir: DatasetsDir = None, as_json: JsonFlag = False) -> None:
+    """List the datasets under the datasets root."""
+    from mcpower.registry import Registry
+
+    s = settings(datasets_dir=datasets_dir)
+    rows = [e.summary().model_dump() for e in Registry(s.datasets_dir, cache_dir=s.cache_dir).entries()]
+    if as_json:
+        print_json({"datasets": rows})
+        return
+    if not rows:
+        typer.echo(f"no datasets under {s.datasets_dir} (create one with `mcpower ingest PATH`)", err=True)
+    for r in rows:
+        if r["status"] == "ready":
+            typer.echo(f"{r['id']:<24} {r['documents']:>6} docs {r['chunks']:>8} chunks  {r['name']}")
+        else:
+            typer.echo(f"{r['id']:<24} error: {r['error']}")

@@ -1,0 +1,107 @@
+"""`mcpower search` and `mcpower eval`: query a dataset, or measure its retrieval quality."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from mcpower.cli.common import DatasetsDir, JsonFlag, print_json, settings
+
+
+def search(
+    dataset: Annotated[str, typer.Argument(help="Dataset id (see `mcpower datasets`).")],
+    query: Annotated[str, typer.Argument(help="What to look for, in plain words (1-1024 characters).")],
+    top_k: Annotated[
+        int | None, typer.Option("-k", "--top-k", help="Number of results, 1-100 [default: the dataset's].")
+    ] = None,
+    mode: Annotated[str, typer.Option(help="hybrid (default), semantic or keyword.")] = "hybrid",
+    path: Annotated[str | None, typer.Option("--path", help="Only this document (exact relative path).")] = None,
+    folder: Annotated[str | None, typer.Option("--folder", help="Only documents under this folder.")] = None,
+    file_type: Annotated[str | None, typer.Option("--type", help="Only this file type, e.g. .md")] = None,
+    min_score: Annotated[float, typer.Option(help="Drop results scoring below this (0-1).")] = 0.0,
+    datasets_dir: DatasetsDir = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Search a dataset: hybrid keyword + semantic ranking, filters applied before the top k."""
+    from mcpower.registry import Registry
+    from mcpower.results import SearchFilters
+    from mcpower.search import search as run_search
+
+    s = settings(datasets_dir=datasets_dir)
+    registry = Registry(s.datasets_dir, cache_dir=s.cache_dir)
+    filters = SearchFilters(path=path, folder=folder, file_type=file_type)
+    response = run_search(
+        registry,
+        query,
+        dataset=dataset,
+        top_k=top_k,
+        mode=mode,
+        filters=filters,
+        min_score=min_score,
+        snippet_chars=2048 if as_json else 360,
+    )
+    if as_json:
+        typer.echo(response.model_dump_json(indent=2))
+        return
+    if not response.results:
+        typer.echo(
+            f"no results in {dataset} for that query" + (" with these filters" if filters.active else ""), err=True
+        )
+        return
+    if response.meta.low_confidence:
+        typer.secho(
+            "(low confidence: nothing matches closely; the answer may not be in this dataset)", err=True, dim=True
+        )
+    width = 100
+    for n, r in enumerate(response.results, 1):
+        head = typer.style(f"{n:>2}. {r.score:.3f}  ", fg="green") + typer.style(r.title, bold=True)
+        typer.echo(head)
+        where = f"{r.path}:{r.lines.start}-{r.lines.end}"
+        if r.heading_path and r.heading_path != r.title:
+            where += f"  § {r.heading_path}"
+        typer.secho(f"    {where}", fg="cyan")
+        body = " ".join(r.snippet.split())
+        for line in textwrap.wrap(body, width - 4)[:4]:
+            typer.echo(f"    {line}")
+        typer.secho(f"    id {r.result_id}", dim=True)
+    typer.secho(
+        f"{response.meta.count} results in {response.meta.duration_ms:.0f} ms ({response.meta.mode})",
+        err=True,
+        dim=True,
+    )
+
+
+def eval_(
+    dataset: Annotated[str, typer.Argument(help="Dataset id to evaluate.")],
+    queries: Annotated[Path, typer.Option(help="Queries, JSON lines with _id (or id) and text (BEIR).")],
+    qrels: Annotated[Path, typer.Option(help="Judgments, TSV: query-id, corpus-id, score (header optional).")],
+    mode: Annotated[str, typer.Option(help="hybrid, semantic, keyword, or all (compare the three).")] = "hybrid",
+    depth: Annotated[int, typer.Option("-k", "--depth", min=10, max=1000, help="Chunks retrieved per query.")] = 300,
+    datasets_dir: DatasetsDir = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Measure retrieval quality on judged queries: nDCG@10, Recall@10, Recall@100, MRR@10."""
+    from mcpower.evaluation import METRICS, SearchFn, evaluate, load_qrels, load_queries
+    from mcpower.registry import Registry
+    from mcpower.search import rank_paths
+
+    s = settings(datasets_dir=datasets_dir)
+    registry = Registry(s.datasets_dir, cache_dir=s.cache_dir)
+    registry.store(dataset)  # fail early on an unknown or broken dataset
+    q, judged = load_queries(queries), load_qrels(qrels)
+    modes = ["keyword", "semantic", "hybrid"] if mode == "all" else [mode]
+
+    def searcher(m: str) -> SearchFn:
+        return lambda text, k: rank_paths(registry, text, dataset, k, m)
+
+    reports = [evaluate(searcher(m), q, judged, depth, dataset, m) for m in modes]
+    if as_json:
+        print_json([{"dataset": r.dataset, "mode": r.mode, "queries": r.queries, **r.metrics} for r in reports])
+        return
+    typer.echo(f"{'mode':<10}" + "".join(f"{m:>12}" for m in METRICS) + f"{'queries':>9}{'ms/query':>10}")
+    for r in reports:
+        ms = r.seconds * 1000 / max(r.queries, 1)
+        typer.echo(f"{r.mode:<10}" + "".join(f"{r.metrics[m]:>12.4f}" for m in METRICS) + f"{r.queries:>9}{ms:>10.1f}")

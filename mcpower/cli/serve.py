@@ -1,0 +1,62 @@
+"""`mcpower serve`: the MCP server, or the snippet an MCP client needs to start it."""
+
+from __future__ import annotations
+
+import logging
+from typing import Annotated
+
+import typer
+
+from mcpower import __version__
+from mcpower.cli.common import DatasetsDir, settings
+
+logger = logging.getLogger("mcpower")
+
+
+def serve(
+    stdio: Annotated[bool, typer.Option("--stdio", help="Serve MCP over stdin/stdout (the default).")] = False,
+    datasets_dir: DatasetsDir = None,
+    log_level: Annotated[
+        str | None, typer.Option(help="debug, info, warning or error [env MCPOWER_LOG_LEVEL; default info].")
+    ] = None,
+    log_format: Annotated[str | None, typer.Option(help="json or text [env MCPOWER_LOG_FORMAT; default json].")] = None,
+    tool_names: Annotated[
+        str | None,
+        typer.Option(help="default (knowledge_search ...) or seed (the original system's knowledge.search ...)."),
+    ] = None,
+    print_config: Annotated[
+        str | None,
+        typer.Option(
+            "--print-config",
+            help="Print the client config snippet and exit: claude-desktop, claude-code, vscode, cursor.",
+        ),
+    ] = None,
+) -> None:
+    """Run the MCP server over stdio (started by MCP clients; logs go to stderr as JSON lines)."""
+    s = settings(datasets_dir=datasets_dir, log_level=log_level, log_format=log_format, tool_names=tool_names)
+    if print_config is not None:
+        from mcpower.server.clients import client_config
+
+        typer.echo(client_config(print_config, s.datasets_dir))
+        return
+    from mcpower.server.logging import configure_logging
+
+    configure_logging(s.log_level, s.log_format)
+    from mcpower.registry import Registry
+    from mcpower.server.app import create_server
+    from mcpower.server.stdio import run_stdio
+
+    registry = Registry(s.datasets_dir, cache_dir=s.cache_dir)
+    entries = registry.entries()
+    logger.info(
+        "server.startup",
+        extra={
+            "event": "server.startup",
+            "version": __version__,
+            "transport": "stdio",
+            "datasets_dir": str(s.datasets_dir),
+            "datasets": [e.id for e in entries if e.status == "ready"],
+            "datasets_with_errors": [e.id for e in entries if e.status == "error"],
+        },
+    )
+    run_stdio(create_server(registry, s.tool_names))

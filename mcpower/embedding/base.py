@@ -1,0 +1,71 @@
+"""What every backend shares: counting word pieces with the model's own tokenizer, and embedding
+documents in small batches of similar length."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from mcpower.embedding.model import ModelSpec
+from mcpower.errors import EmbeddingModelError
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+ProgressFn = Callable[[int], None]
+
+# Batch size for document encoding. Small batches of length-sorted chunks keep each layer's
+# activations in the CPU caches: chunks/s at 2 / 4 / 8 / 16 / 32 on 566 SciFact chunks, 2 CPUs:
+# onnx-int8 91 / 94 / 92 / 84 / 77, onnx 47 / 49 / 47 / 44 / 42, torch 41 / 45 / 46 / 46 / 40.
+BATCH_SIZE = 8
+
+
+class BaseEmbedder:
+    """A model behind the `Embedder` protocol; a backend implements ``_embed_batch`` only.
+
+    Counts word pieces with the model's fast tokenizer (the `tokenizers` package, no torch).
+    """
+
+    backend: str
+
+    def __init__(self, spec: ModelSpec) -> None:
+        from tokenizers import Tokenizer
+
+        file = spec.path / "tokenizer.json"
+        if not file.is_file():
+            raise EmbeddingModelError(f"model {spec.name!r} has no tokenizer.json")
+        self._tok = Tokenizer.from_file(str(file))
+        self._tok.no_truncation()
+        self._tok.no_padding()
+        self.model_name, self.dimension, self.max_tokens = spec.name, spec.dimension, spec.max_tokens
+        self.model_fingerprint = spec.fingerprint
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        """Number of model tokens (without special tokens) of each text."""
+        # The fast variant skips character offsets, which counting does not need (-16% time).
+        encs = self._tok.encode_batch_fast(list(texts), add_special_tokens=False)
+        return [len(e.ids) for e in encs]
+
+    def embed_documents(self, texts: Sequence[str], progress: ProgressFn | None = None) -> NDArray[np.float32]:
+        """Vectors of shape (len(texts), dimension), unit length; calls progress(n) per batch."""
+        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        if not texts:
+            return out
+        # Longest texts first, so each batch pads to similar lengths.
+        order = np.argsort(-np.asarray(self.count_tokens(texts)), kind="stable")
+        for start in range(0, len(texts), BATCH_SIZE):
+            idx = order[start : start + BATCH_SIZE]
+            out[idx] = self._embed_batch([texts[i] for i in idx])
+            if progress:
+                progress(len(idx))
+        return out
+
+    def embed_query(self, text: str) -> NDArray[np.float32]:
+        """One unit vector of shape (dimension,)."""
+        return self._embed_batch([text]).reshape(-1)
+
+    def _embed_batch(self, texts: list[str]) -> NDArray[np.float32]:
+        """Unit vectors of ``texts``, shape (len(texts), dimension)."""
+        raise NotImplementedError

@@ -1,0 +1,213 @@
+"""The local dataset folder: versions, staging, the writer's lock, fsync, publish and prune.
+
+    <root>/<id>/
+        manifest.json          the pointer: written last, replaced atomically on each publish
+        v-<stamp>/index.faiss  vectors (immutable once published)
+        v-<stamp>/meta.sqlite  documents, chunks, full-text index (immutable once published)
+        .staging-<pid>-<hex>/  a version being built; renamed to v-<stamp> when complete
+        .lock                  held by the one writer (ingest)
+
+A new version is built in a hidden staging folder, fsynced, renamed to ``v-<stamp>`` and only then
+made current by atomically replacing ``manifest.json``. Until that rename the previous version is
+untouched and is what every reader sees; a crash or Ctrl-C at any point leaves it loadable. The
+version before the previous one is pruned, so a server still reading the previous one keeps working.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import logging
+import os
+import secrets
+import shutil
+import stat
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from mcpower.errors import DatasetLockedError, IngestError, InvalidManifestError, McpowerError
+from mcpower.manifest import MANIFEST_NAME, MAX_MANIFEST_BYTES, Manifest, now_utc, read_manifest
+
+logger = logging.getLogger(__name__)
+
+LOCK_NAME = ".lock"
+STAGING_PREFIX = ".staging-"
+VERSION_PREFIX = "v-"
+
+# (ino, mtime_ns, size) of a file: a replaced or rewritten manifest gets another stamp.
+Stamp = tuple[int, int, int]
+
+
+def fsync_path(path: Path) -> None:
+    """Make a file's bytes, or a rename or new file in a folder, durable."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_manifest(manifest: Manifest, folder: Path) -> Path:
+    """Write ``folder/manifest.json`` atomically and durably (temp file, fsync, rename, fsync dir)."""
+    text = manifest.to_json()
+    if len(text.encode()) > MAX_MANIFEST_BYTES:  # pragma: no cover - fields are length-capped
+        raise InvalidManifestError(f"{manifest.id}: manifest would exceed {MAX_MANIFEST_BYTES} bytes")
+    target = folder / MANIFEST_NAME
+    tmp = folder / f".{MANIFEST_NAME}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, target)
+    fsync_path(folder)
+    return target
+
+
+@contextmanager
+def dataset_lock(folder: Path, wait: bool = False) -> Iterator[None]:
+    """Hold the dataset's write lock; readers never take it.
+
+    Raises:
+        DatasetLockedError: another process holds it and ``wait`` is False.
+        IngestError: the folder or the lock file cannot be created (read-only or full disk).
+    """
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(folder / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as e:
+        raise write_error(folder.name, e) from e
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "unknown process"
+            raise DatasetLockedError(
+                f"dataset {folder.name!r} is being written by another ingest ({holder}); "
+                "wait for it to finish or pass --wait"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()} since {now_utc().isoformat()}".encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # closing releases the flock
+
+
+def publish(folder: Path, write: Callable[[Path, str], Manifest]) -> Manifest:
+    """Build a new version with ``write(staging, version)`` and make it current; the caller holds the lock.
+
+    ``write`` fills the staging folder and returns the manifest that names the files by
+    ``<version>/<file>``. Returns that manifest once it is durable and current.
+
+    Raises:
+        IngestError: the disk is full or not writable; the previous version is untouched.
+    """
+    clean_leftovers(folder)
+    previous = _versions_in_use(folder)
+    staging = folder / f"{STAGING_PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
+    version = f"{VERSION_PREFIX}{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{secrets.token_hex(3)}"
+    try:
+        staging.mkdir()  # inside: a full disk can refuse the folder itself
+        manifest = write(staging, version)
+        fsync_path(staging)
+        os.rename(staging, folder / version)
+        fsync_path(folder)
+    except OSError as e:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise write_error(folder.name, e) from e
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    try:
+        write_manifest(manifest, folder)  # the commit point: readers switch to the new version here
+    except BaseException as e:
+        if version not in _versions_in_use(folder):  # failed before the rename: the new version is unused
+            shutil.rmtree(folder / version, ignore_errors=True)
+        if isinstance(e, OSError):
+            raise write_error(folder.name, e) from e
+        raise
+    prune_versions(folder, keep={version, *previous})
+    return manifest
+
+
+def write_error(dataset_id: str, e: BaseException) -> IngestError:
+    """The IngestError for a failed write of a dataset (disk full, read-only, I/O error)."""
+    full = (isinstance(e, OSError) and e.errno == errno.ENOSPC) or "full" in str(e)
+    what = "disk full" if full else f"cannot write ({getattr(e, 'strerror', None) or e})"
+    return IngestError(f"{what} while writing dataset {dataset_id!r}; the previous version is untouched")
+
+
+def _versions_in_use(folder: Path) -> set[str]:
+    """The version folders the current manifest names (none if it is missing or unreadable)."""
+    try:
+        manifest = read_manifest(folder / MANIFEST_NAME)
+    except McpowerError:
+        return set()
+    return {Path(manifest.index).parts[0], Path(manifest.metadata).parts[0]}
+
+
+def prune_versions(folder: Path, keep: set[str]) -> None:
+    """Drop the version folders not in ``keep``."""
+    for child in folder.iterdir():
+        if child.is_dir() and child.name.startswith(VERSION_PREFIX) and child.name not in keep:
+            shutil.rmtree(child, ignore_errors=True)
+
+
+def clean_leftovers(folder: Path) -> None:
+    """Staging folders and temporary manifests of writers that died (the caller holds the lock)."""
+    for child in folder.iterdir():
+        if child.name.startswith(STAGING_PREFIX):
+            logger.info("removing leftover staging folder %s", child.name)
+            shutil.rmtree(child, ignore_errors=True)
+        elif child.name.startswith(f".{MANIFEST_NAME}.") and child.name.endswith(".tmp"):
+            child.unlink(missing_ok=True)
+
+
+def leftover_staging(folder: Path) -> list[str]:
+    """Names of staging folders an interrupted writer left (the next publish removes them)."""
+    try:
+        return sorted(c.name for c in folder.iterdir() if c.name.startswith(STAGING_PREFIX))
+    except OSError:
+        return []
+
+
+def find_manifests(root: Path) -> list[Path]:
+    """manifest.json files under ``root``, skipping hidden folders (staging builds, locks)."""
+    out: list[Path] = []
+    if not root.is_dir():
+        return out
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        if MANIFEST_NAME in filenames:
+            out.append(Path(dirpath) / MANIFEST_NAME)
+            dirnames[:] = []  # a dataset folder holds versions, not other datasets
+    return out
+
+
+def stamp_of(path: Path) -> Stamp:
+    """The file's stamp, (0, 0, 0) if it cannot be read."""
+    try:
+        st = os.stat(path, follow_symlinks=False)
+    except OSError:
+        return (0, 0, 0)
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+def resolve_inside(folder: Path, rel: str) -> Path:
+    """``folder/rel`` as a regular file that, symlinks resolved, stays inside ``folder``.
+
+    Raises:
+        InvalidManifestError: the path escapes the folder or is not a regular file.
+    """
+    root = folder.resolve()
+    target = (root / rel).resolve()
+    if not target.is_relative_to(root):
+        raise InvalidManifestError(f"{folder.name}: {rel!r} points outside the dataset folder")
+    try:
+        mode = os.stat(target).st_mode
+    except OSError as e:
+        raise InvalidManifestError(f"{folder.name}: {rel!r} is missing ({e.strerror})") from e
+    if not stat.S_ISREG(mode):
+        raise InvalidManifestError(f"{folder.name}: {rel!r} is not a regular file")
+    return target

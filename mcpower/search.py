@@ -1,0 +1,305 @@
+"""Search over the datasets of a registry — hybrid, semantic or keyword — and the lookups behind a
+result id (get_source, get_metadata). Works over any store through the Store interface.
+
+A search of one dataset takes candidates from both sides (vector and keyword), scores every
+candidate on both, fuses the scores (ranking.py) and cuts the top k; filters apply inside both
+candidate lists, before the top k. A search of every dataset merges their results by score.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from pydantic import TypeAdapter
+
+from mcpower.chunking import source_lines
+from mcpower.defaults import DEFAULT_TOP_K
+from mcpower.errors import (
+    DatasetNotFoundError,
+    DatasetUnavailableError,
+    EmbeddingModelError,
+    InvalidQueryError,
+    ResultNotFoundError,
+)
+from mcpower.manifest import MAX_ID_CHARS, is_valid_id
+from mcpower.ranking import (
+    CANDIDATE_FACTOR,
+    MIN_CANDIDATES,
+    best_snippet,
+    fuse,
+    is_low_confidence,
+    validate_mode,
+    validate_query,
+    validate_top_k,
+)
+from mcpower.registry import Registry
+from mcpower.results import (
+    MAX_HEADING_CHARS,
+    MAX_SNIPPET_CHARS,
+    Lines,
+    MetadataResponse,
+    Mode,
+    SearchFilters,
+    SearchMeta,
+    SearchResponse,
+    SearchResult,
+    SourceResponse,
+    clip_chars,
+    clip_json,
+)
+from mcpower.store import ChunkHit, Store
+from mcpower.terms import query_terms
+
+SCOPES = ("chunk", "neighbors", "section")
+# The shortest snippet a result keeps while a response is shrunk to fit its byte budget.
+MIN_SNIPPET_CHARS = 64
+_RESULTS = TypeAdapter(list[SearchResult])
+
+
+def search(
+    registry: Registry,
+    query: str,
+    dataset: str | None = None,
+    top_k: int | None = None,
+    mode: str = "hybrid",
+    filters: SearchFilters | None = None,
+    min_score: float = 0.0,
+    snippet_chars: int = MAX_SNIPPET_CHARS,
+    max_bytes: int | None = None,
+) -> SearchResponse:
+    """Search one dataset, or every ready dataset when ``dataset`` is None, and merge.
+
+    Filters apply inside each candidate list, before the top k is taken. With ``max_bytes``, the
+    results as JSON are kept under that many bytes: snippets shortened first, then results dropped.
+
+    Raises:
+        InvalidQueryError, InvalidTopKError, DatasetNotFoundError, DatasetUnavailableError,
+        EmbeddingModelError.
+    """
+    started = time.perf_counter()
+    q = validate_query(query)
+    m = validate_mode(mode)
+    if top_k is not None:
+        validate_top_k(top_k)
+    if not 0.0 <= min_score <= 1.0:
+        raise InvalidQueryError(f"min_score must be between 0 and 1, got {min_score}")
+    if m != "keyword":
+        registry.prefetch_embedder(dataset)
+    if dataset is not None:
+        stores = [registry.store(dataset)]
+    else:
+        stores, failed = [], []
+        registry.scan()  # pick up datasets ingested (or broken) since the last look
+        for i in registry.ready_ids():
+            try:  # one corrupt dataset, or one whose model cannot be used, must not break the others
+                store = registry.store(i)
+                if m != "keyword":
+                    registry.embedder_for(store.info)
+                stores.append(store)
+            except (DatasetUnavailableError, EmbeddingModelError) as e:
+                failed.append(e)
+        if failed and not stores:
+            raise failed[0]
+    k = top_k or (
+        stores[0].info.default_top_k
+        if len(stores) == 1
+        else max((s.info.default_top_k for s in stores), default=DEFAULT_TOP_K)
+    )
+    merged: list[tuple[float, str, int, ChunkHit]] = []
+    terms = query_terms(q)
+    for store in stores:
+        for chunk, score in _search_store(registry, store, q, k, m, filters):
+            merged.append((score, store.info.id, chunk.id, chunk))
+    merged.sort(key=lambda t: (-t[0], t[1], t[2]))
+    picked = [(store_id, hit, score) for score, store_id, _, hit in merged if score >= min_score][:k]
+    results = [_result(store_id, hit, score, terms, snippet_chars) for store_id, hit, score in picked]
+    if max_bytes is not None:
+        # Long or multi-byte chunks: shorter snippets, then fewer results, until the answer fits.
+        while len(_RESULTS.dump_json(results)) > max_bytes and snippet_chars > MIN_SNIPPET_CHARS:
+            snippet_chars //= 2
+            results = [_result(store_id, hit, score, terms, snippet_chars) for store_id, hit, score in picked]
+        while len(results) > 1 and len(_RESULTS.dump_json(results)) > max_bytes:
+            results.pop()
+    best = merged[0][0] if merged else None
+    return SearchResponse(
+        status="ok" if results else "empty",
+        results=results,
+        meta=SearchMeta(
+            datasets=[s.info.id for s in stores],
+            mode=m,
+            limit=k,
+            count=len(results),
+            duration_ms=round((time.perf_counter() - started) * 1000, 2),
+            low_confidence=is_low_confidence(m, best),
+            min_score=min_score,
+        ),
+    )
+
+
+def rank_paths(registry: Registry, query: str, dataset: str, depth: int, mode: str = "hybrid") -> list[str]:
+    """Document paths of the best ``depth`` chunks, best first; for evaluation (no 100 cap, no snippets)."""
+    store = registry.store(dataset)
+    ranked = _search_store(registry, store, validate_query(query), depth, validate_mode(mode), None)
+    return [hit.path for hit, _ in ranked]
+
+
+def _search_store(
+    registry: Registry, store: Store, q: str, k: int, mode: Mode, filters: SearchFilters | None
+) -> list[tuple[ChunkHit, float]]:
+    depth = max(k * CANDIDATE_FACTOR, MIN_CANDIDATES)
+    where = filters if filters is not None and filters.active else None
+    cosines: dict[int, float] = {}
+    # One keyword pass scores every match: the top `depth` are the keyword candidates, and the
+    # rest answer the BM25 of the semantic candidates.
+    matches = store.keyword(q, where) if mode != "semantic" else None
+    bm25s = dict(matches.top(depth)) if matches is not None else {}
+    if mode != "keyword":
+        qvec = registry.embedder_for(store.info).embed_query(q)
+        cosines = dict(store.semantic(qvec, depth, where))
+        if matches is not None:
+            # Score every candidate on both sides, so fusion never guesses a missing score.
+            missing = [i for i in bm25s if i not in cosines]
+            if missing:
+                vecs = store.vectors(missing)
+                cosines.update(zip(missing, (vecs @ qvec).tolist()))
+            bm25s.update(matches.scores_of(cosines))
+    ranked = fuse(mode, cosines, bm25s)[:k]
+    hits = store.chunks([i for i, _ in ranked])
+    return [(hits[i], s) for i, s in ranked if i in hits]  # ids a damaged index invented are dropped
+
+
+# ---------------------------------------------------------------- result ids and lookups
+
+
+def make_result_id(dataset: str, chunk_id: int) -> str:
+    """``<dataset>:<chunk id as 16 hex digits>``: names one chunk for get_source / get_metadata."""
+    return f"{dataset}:{chunk_id:016x}"
+
+
+def parse_result_id(result_id: str) -> tuple[str, int]:
+    """The dataset id and chunk id a result id names.
+
+    Raises:
+        ResultNotFoundError: not of the form make_result_id() gives.
+    """
+    dataset, _, hex_id = result_id.rpartition(":") if isinstance(result_id, str) else ("", "", "")
+    try:
+        cid = int(hex_id, 16) if len(hex_id) == 16 else -1
+    except ValueError:
+        cid = -1
+    if cid < 0 or not is_valid_id(dataset) or len(dataset) > MAX_ID_CHARS:
+        raise ResultNotFoundError(
+            f"{str(result_id)[:80]!r} is not a result id; use one from a search result (like 'docs:0123456789abcdef')"
+        )
+    return dataset, cid
+
+
+def resolve(registry: Registry, result_id: str) -> tuple[Store, ChunkHit]:
+    """The store and chunk a result id names.
+
+    Raises:
+        ResultNotFoundError: malformed id, unknown dataset, or no such chunk (e.g. re-ingested away).
+    """
+    dataset, cid = parse_result_id(result_id)
+    try:
+        store = registry.store(dataset)
+    except DatasetNotFoundError as e:
+        raise ResultNotFoundError(f"no result {result_id!r}: {e.message}") from e
+    hit = store.chunks([cid]).get(cid)
+    if hit is None:
+        raise ResultNotFoundError(
+            f"no result {result_id!r} in dataset {dataset!r}; it may have changed since it was re-ingested "
+            "— search again for fresh ids"
+        )
+    return store, hit
+
+
+def get_source(
+    registry: Registry,
+    result_id: str,
+    scope: str = "neighbors",
+    max_chars: int | None = None,
+    max_bytes: int | None = None,
+) -> SourceResponse:
+    """The text behind a result: the chunk, the chunk with its neighbors, or its heading section.
+
+    Text comes from the stored document by line range, so overlapping chunks are not repeated. It
+    is cut to ``max_chars`` characters and to ``max_bytes`` bytes as JSON, if given.
+
+    Raises:
+        ResultNotFoundError, InvalidQueryError (bad scope).
+    """
+    if scope not in SCOPES:
+        raise InvalidQueryError(f"scope must be chunk, neighbors or section, got {str(scope)[:20]!r}")
+    store, hit = resolve(registry, result_id)
+    if scope == "chunk":
+        around = [hit]
+    elif scope == "neighbors":
+        around = store.neighbors(hit, 1, 1)
+    else:
+        around = [c for c in store.neighbors(hit, 10**6, 10**6) if c.heading_path == hit.heading_path]
+    start, end = min(c.start_line for c in around), max(c.end_line for c in around)
+    doc = store.document_by_id(hit.document_id)
+    lines = source_lines(doc.content) if doc else []
+    content = "\n".join(lines[start - 1 : end]) if scope != "chunk" else hit.text
+    clipped = content[:max_chars] if max_chars is not None else content
+    if max_bytes is not None:
+        clipped = clip_json(clipped, max_bytes)
+    return SourceResponse(
+        result_id=result_id,
+        dataset=store.info.id,
+        content=clipped,
+        scope=scope,
+        source_path=hit.path,
+        title=hit.title,
+        heading_path=clip_chars(hit.heading_path, MAX_HEADING_CHARS),
+        chunk_index=hit.ordinal,
+        lines=Lines(start=start, end=end),
+        truncated=len(clipped) < len(content),
+        retrieved_at=utc_now_iso(),
+    )
+
+
+def get_metadata(registry: Registry, result_id: str) -> MetadataResponse:
+    """Facts about the document behind a result.
+
+    Raises:
+        ResultNotFoundError.
+    """
+    store, hit = resolve(registry, result_id)
+    doc = store.document_by_id(hit.document_id)
+    if doc is None:  # pragma: no cover - the schema's foreign key guarantees it
+        raise ResultNotFoundError(f"no document for result {result_id!r}")
+    return MetadataResponse(
+        result_id=result_id,
+        dataset=store.info.id,
+        file_name=Path(doc.path).name,
+        file_type=doc.file_type,
+        source_path=doc.path,
+        title=doc.title,
+        size=doc.size,
+        content_hash=doc.content_hash,
+        indexed_at=doc.indexed_at,
+        chunk_index=hit.ordinal,
+        chunk_count=store.chunk_count(hit.document_id),
+    )
+
+
+def _result(dataset: str, hit: ChunkHit, score: float, terms: list[str], snippet_chars: int) -> SearchResult:
+    return SearchResult(
+        result_id=make_result_id(dataset, hit.id),
+        score=round(min(max(score, 0.0), 1.0), 4),
+        title=hit.title,
+        path=hit.path,
+        snippet=best_snippet(hit.text, terms, snippet_chars),
+        file_type=hit.file_type,
+        heading_path=clip_chars(hit.heading_path, MAX_HEADING_CHARS),
+        lines=Lines(start=hit.start_line, end=hit.end_line),
+        dataset=dataset,
+    )
+
+
+def utc_now_iso() -> str:
+    return datetime.now(timezone.utc).replace(microsecond=0).isoformat()

@@ -1,0 +1,88 @@
+"""Writing one version of the local store: the SQLite database and the FAISS index, in a staging folder."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import sqlite3
+from collections.abc import Iterable
+from contextlib import closing
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from mcpower.layout import fsync_path
+from mcpower.store import ChunkRow, DocumentRow
+from mcpower.store.local.fts import segment
+from mcpower.store.local.keyword import write_postings
+from mcpower.store.local.schema import CHUNKS, DOCUMENTS, FTS, SCHEMA, insert_sql, values
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+# Above this many chunks an exact scan costs more than ~8 ms a query here, so the vector side
+# switches to HNSW.
+HNSW_THRESHOLD = 50_000
+HNSW_M = 32
+HNSW_EF_CONSTRUCTION = 200
+
+
+def write_metadata(path: Path, documents: Iterable[DocumentRow], chunks: Iterable[ChunkRow]) -> None:
+    """Create the SQLite file at ``path`` with documents, chunks, the full-text index and its postings."""
+    with closing(sqlite3.connect(path)) as db:
+        db.executescript("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;" + SCHEMA)
+        db.executemany(insert_sql(DOCUMENTS, DocumentRow), map(values, documents))
+        db.executemany(insert_sql(CHUNKS, ChunkRow), map(values, chunks))
+        db.create_function("segment", 1, segment, deterministic=True)
+        db.execute(
+            f"INSERT INTO {FTS}(rowid, text, title, heading_path) "
+            "SELECT c.id, segment(c.text), segment(d.title), segment(c.heading_path) "
+            f"FROM {CHUNKS} c JOIN {DOCUMENTS} d ON d.id = c.document_id ORDER BY c.id"
+        )
+        db.execute(f"INSERT INTO {FTS}({FTS}) VALUES ('optimize')")
+        write_postings(db)
+        db.commit()
+    fsync_path(path)
+
+
+def write_vectors(path: Path, ids: NDArray[np.int64], vectors: NDArray[np.float32]) -> dict[str, Any]:
+    """Write the FAISS index for ``vectors`` (unit rows) keyed by chunk ``ids``; returns its manifest info."""
+    import faiss
+
+    dim = vectors.shape[1]
+    info: dict[str, Any]
+    inner: Any
+    if len(ids) > HNSW_THRESHOLD:
+        inner = faiss.IndexHNSWFlat(dim, HNSW_M, faiss.METRIC_INNER_PRODUCT)
+        inner.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
+        inner.hnsw.efSearch = hnsw_ef_search(len(ids))
+        info = {"kind": "hnsw", "hnsw_m": HNSW_M, "ef_search": inner.hnsw.efSearch}
+    else:
+        inner = faiss.IndexFlatIP(dim)
+        info = {"kind": "flat"}
+    index = faiss.IndexIDMap2(inner)
+    if len(ids):
+        index.add_with_ids(np.ascontiguousarray(vectors, dtype=np.float32), np.asarray(ids, dtype=np.int64))
+    faiss.write_index(index, str(path))
+    fsync_path(path)
+    return info
+
+
+def hnsw_ef_search(n: int) -> int:
+    """The HNSW search breadth for ``n`` vectors: recall@10 against exact search stays near 0.99.
+
+    A bigger graph needs a wider search for the same recall. Measured (benchmarks/, real-like
+    MiniLM vectors): 100k vectors 0.9973 at 128; 1M vectors 0.948 at 128, 0.984 at 512, 0.989 at
+    768 (2.9 ms), 0.994 at 1024. So 128 at 100k, growing as n^0.8 (832 at 1M), in steps of 32,
+    up to the manifest's limit of 4096 (reached near 8M vectors).
+    """
+    return min(max(128, math.ceil(128 * math.pow(n / 100_000, 0.8) / 32) * 32), 4096)
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()

@@ -1,0 +1,183 @@
+"""The local catalog: datasets as folders under a datasets root, one manifest.json each.
+
+Manifests are found recursively; an invalid one is reported with its reason and the rest stay
+usable. A manifest is re-read only when its file changed (a stat per look).
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from mcpower.errors import DatasetUnavailableError, McpowerError
+from mcpower.layout import (
+    Stamp,
+    clean_leftovers,
+    dataset_lock,
+    find_manifests,
+    leftover_staging,
+    publish,
+    stamp_of,
+    write_error,
+)
+from mcpower.manifest import MANIFEST_NAME, Checksums, DatasetInfo, Manifest, VectorIndexInfo, read_manifest
+from mcpower.store import DatasetBuild, DatasetEntry
+
+if TYPE_CHECKING:  # the store pulls in numpy and FAISS: imported when a dataset is opened, not to list them
+    from mcpower.store.local.store import LocalStore
+
+logger = logging.getLogger(__name__)
+
+
+class LocalCatalog:
+    """Datasets under ``root``: ``<root>/<id>/manifest.json`` and its version folders."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        # Manifests as last read, by path and file stamp: a scan re-reads only those that changed.
+        self._read: dict[Path, tuple[Stamp, Manifest]] = {}
+
+    # ------------------------------------------------------------ finding
+
+    def scan(self) -> list[DatasetEntry]:
+        found: dict[str, DatasetEntry] = {}
+        misnamed: list[tuple[Path, Manifest]] = []
+        known, reads = self._read, {}
+        for path in find_manifests(self.root):
+            folder = path.parent
+            stamp = stamp_of(path)  # before reading: a manifest replaced meanwhile then looks changed
+            try:
+                seen = known.get(path)
+                manifest = seen[1] if seen is not None and seen[0] == stamp else read_manifest(path)
+                reads[path] = (stamp, manifest)
+            except McpowerError as e:
+                key = self._rel(folder)
+                found[key] = DatasetEntry(key, None, e, location=key, handle=folder)
+                continue
+            if folder.name != manifest.id and folder.parent == self.root:
+                misnamed.append((folder, manifest))  # after the others: it must not displace the real one
+                continue
+            entry = DatasetEntry(manifest.id, manifest, None, self._rel(folder), stamp, folder)
+            if manifest.id in found:
+                other = found[manifest.id].location
+                entry.error = DatasetUnavailableError(
+                    f"{entry.location}: dataset id {manifest.id!r} is already used by {other}; "
+                    "give one of them another id"
+                )
+                found[f"{manifest.id}@{entry.location}"] = entry
+                continue
+            found[manifest.id] = entry
+        for entry in found.values():
+            if isinstance(entry.handle, Path):
+                entry.notes = [
+                    f"leftover {name} from an interrupted ingest (the next ingest removes it)"
+                    for name in leftover_staging(entry.handle)
+                ]
+        for folder, manifest in misnamed:
+            # Under the id it claims (so a search for that id explains), unless a dataset has it.
+            rel = self._rel(folder)
+            key = next((k for k in (manifest.id, rel) if k not in found), f"{manifest.id}@{rel}")
+            error = DatasetUnavailableError(
+                f"{folder.name}/manifest.json: id {manifest.id!r} differs from its folder name; "
+                f"rename the folder to {manifest.id!r}"
+            )
+            found[key] = DatasetEntry(key, None, error, location=rel, handle=folder)
+        self._read = reads
+        return list(found.values())
+
+    def refresh(self, entry: DatasetEntry) -> DatasetEntry:
+        folder = entry.handle
+        if entry.info is None or not isinstance(folder, Path):
+            return entry
+        path = folder / MANIFEST_NAME
+        stamp = stamp_of(path)  # taken before reading, so a publish racing the read is seen next time
+        if stamp == entry.version:
+            return entry
+        try:
+            manifest = read_manifest(path)
+        except McpowerError as e:
+            return DatasetEntry(entry.id, None, e, entry.location, stamp, folder)
+        if manifest.id != entry.id:
+            return entry
+        return DatasetEntry(manifest.id, manifest, None, entry.location, stamp, folder)
+
+    def open(self, entry: DatasetEntry) -> LocalStore:
+        from mcpower.store.local.store import open_store
+
+        if not isinstance(entry.info, Manifest) or not isinstance(entry.handle, Path):
+            raise DatasetUnavailableError(f"{entry.id}: not a dataset of this folder")  # pragma: no cover
+        return open_store(entry.handle, entry.info)
+
+    def location(self, dataset_id: str) -> str:
+        return str(self._folder(dataset_id))
+
+    # ------------------------------------------------------------ writing
+
+    @contextmanager
+    def lock(self, dataset_id: str, wait: bool = False) -> Iterator[None]:
+        folder = self._folder(dataset_id)
+        with dataset_lock(folder, wait):
+            clean_leftovers(folder)  # what writers that died left behind (nobody else writes now)
+            yield
+
+    def current(self, dataset_id: str) -> LocalStore | None:
+        from mcpower.store.local.store import open_store
+
+        folder = self._folder(dataset_id)
+        path = folder / MANIFEST_NAME
+        if not path.exists():
+            return None
+        try:
+            return open_store(folder, read_manifest(path))
+        except McpowerError as e:
+            logger.warning("existing dataset %s is unusable (%s); rebuilding it from scratch", dataset_id, e.message)
+            return None
+
+    def publish(self, build: DatasetBuild) -> DatasetInfo:
+        import numpy as np
+
+        from mcpower.store.local.build import sha256_file, write_metadata, write_vectors
+        from mcpower.store.local.schema import INDEX_FILE, METADATA_FILE
+
+        info = build.info
+
+        def write(staging: Path, version: str) -> Manifest:
+            ids = np.asarray([c.id for c in build.chunks], dtype=np.int64)
+            try:
+                write_metadata(staging / METADATA_FILE, build.documents, build.chunks)
+                index_info = write_vectors(staging / INDEX_FILE, ids, build.vectors)
+            except (sqlite3.Error, RuntimeError) as e:  # FAISS reports write failures as RuntimeError
+                raise write_error(info.id, e) from e
+            return Manifest(
+                **info.model_dump(),
+                index=f"{version}/{INDEX_FILE}",
+                metadata=f"{version}/{METADATA_FILE}",
+                vector_index=VectorIndexInfo(**index_info),
+                checksums=Checksums(
+                    index=sha256_file(staging / INDEX_FILE), metadata=sha256_file(staging / METADATA_FILE)
+                ),
+            )
+
+        return publish(self._folder(info.id), write)
+
+    # ------------------------------------------------------------ helpers
+
+    def _folder(self, dataset_id: str) -> Path:
+        return self.root.expanduser().resolve() / dataset_id
+
+    def _rel(self, folder: Path) -> str:
+        try:
+            return folder.relative_to(self.root).as_posix() or folder.name
+        except ValueError:
+            return folder.name
+
+
+if TYPE_CHECKING:  # mypy proves the local classes implement the interfaces (nothing runs)
+    from mcpower.store import Catalog, Store
+
+    def _implements(catalog: LocalCatalog, store: LocalStore) -> tuple[Catalog, Store]:
+        return catalog, store

@@ -12,7 +12,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -43,10 +43,12 @@ class Registry:
         catalogs: Sequence[Catalog] = (),
         embedder_factory: EmbedderFactory | None = None,
         cache_dir: Path | None = None,
+        allowed_models: Collection[str] = (),
     ) -> None:
         self.catalogs: list[Catalog] = [*([LocalCatalog(root)] if root is not None else []), *catalogs]
         self._factory = embedder_factory or self._load_query_embedder
         self._cache_dir = cache_dir
+        self._allowed_models = tuple(allowed_models)
         self._entries: dict[str, tuple[DatasetEntry, Catalog]] = {}
         self._stores: dict[str, Store] = {}
         self._embedders: dict[str, Embedder] = {}
@@ -201,7 +203,7 @@ class Registry:
     def _load_query_embedder(self, model: str) -> Embedder:
         from mcpower import embedding
 
-        return embedding.load_query_embedder(model, self._cache_dir)
+        return embedding.load_query_embedder(model, self._cache_dir, self._allowed_models)
 
     def prefetch_embedder(self, dataset: str | None) -> None:
         """Start loading the query model in a thread while the caller loads the store (a cold CLI

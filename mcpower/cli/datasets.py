@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from mcpower.cli.common import DatasetsDir, JsonFlag, print_json, settings
+from mcpower.cli.common import DatasetsDir, JsonFlag, open_registry, print_json, settings
 from mcpower.errors import McpowerError
 
 
@@ -16,10 +16,9 @@ def validate(
     as_json: JsonFlag = False,
 ) -> None:
     """Check manifests and their files (schema, paths, checksums, counts, dimensions); exit 1 if any fails."""
-    from mcpower.registry import Registry
 
     s = settings(datasets_dir=datasets_dir)
-    registry = Registry(s.datasets_dir, cache_dir=s.cache_dir)
+    registry = open_registry(s)
     entries = registry.entries()
     rows: list[dict[str, Any]] = []
     known = {e.id for e in entries}
@@ -56,10 +55,9 @@ def validate(
 
 def datasets(datasets_dir: DatasetsDir = None, as_json: JsonFlag = False) -> None:
     """List the datasets under the datasets root."""
-    from mcpower.registry import Registry
 
     s = settings(datasets_dir=datasets_dir)
-    rows = [e.summary().model_dump() for e in Registry(s.datasets_dir, cache_dir=s.cache_dir).entries()]
+    rows = [e.summary().model_dump() for e in open_registry(s).entries()]
     if as_json:
         print_json({"datasets": rows})
         return

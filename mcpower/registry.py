@@ -16,6 +16,7 @@ from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from mcpower.checksums import FileHashes
 from mcpower.errors import DatasetNotFoundError, DatasetUnavailableError, EmbeddingModelError, McpowerError
 from mcpower.manifest import DatasetInfo, is_valid_id
 from mcpower.store import Catalog, DatasetEntry, Store
@@ -45,7 +46,12 @@ class Registry:
         cache_dir: Path | None = None,
         allowed_models: Collection[str] = (),
     ) -> None:
-        self.catalogs: list[Catalog] = [*([LocalCatalog(root)] if root is not None else []), *catalogs]
+        if cache_dir is None:
+            from mcpower.config import default_cache_dir
+
+            cache_dir = default_cache_dir()
+        local = [LocalCatalog(root, FileHashes(cache_dir))] if root is not None else []
+        self.catalogs: list[Catalog] = [*local, *catalogs]
         self._factory = embedder_factory or self._load_query_embedder
         self._cache_dir = cache_dir
         self._allowed_models = tuple(allowed_models)

@@ -53,8 +53,16 @@ class SearchFilters(BaseModel):
 
 
 class Lines(BaseModel):
-    start: int = Field(description="first line of the chunk in the source file, from 1")
-    end: int = Field(description="last line of the chunk in the source file, inclusive")
+    start: int = Field(
+        description="first line of the chunk in the document's stored text, from 1: the file's own "
+        "lines for text formats, the extracted text's for HTML, PDF, Word, reST and notebooks"
+    )
+    end: int = Field(description="last line of the chunk, inclusive")
+
+
+class Pages(BaseModel):
+    start: int = Field(description="first page, from 1 (the page's position in the file)")
+    end: int = Field(description="last page, inclusive")
 
 
 class SearchResult(BaseModel):
@@ -69,6 +77,7 @@ class SearchResult(BaseModel):
     heading_path: str = Field(description="headings above the chunk, 'Guide > Install > Linux'")
     lines: Lines
     dataset: str
+    pages: Pages | None = Field(None, description="the PDF pages the chunk is on; null for formats without pages")
 
 
 class SearchMeta(BaseModel):
@@ -119,7 +128,8 @@ class SourceResponse(BaseModel):
     title: str
     heading_path: str
     chunk_index: int = Field(description="position of the chunk in its document, from 0")
-    lines: Lines = Field(description="line range of `content` in the source file")
+    lines: Lines = Field(description="line range of `content` in the document's stored text")
+    pages: Pages | None = Field(None, description="the PDF pages `content` is on; null for formats without pages")
     truncated: bool = Field(description="true when content was cut to the size limit")
     retrieved_at: str
 
@@ -150,6 +160,7 @@ class DatasetSummary(BaseModel):
     default_top_k: int | None = None
     documents: int | None = None
     chunks: int | None = None
+    file_types: dict[str, int] | None = Field(None, description="documents per file type, e.g. {'.md': 12, '.pdf': 3}")
     model: str | None = None
     backend: str | None = None
     updated_at: str | None = None

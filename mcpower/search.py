@@ -41,6 +41,7 @@ from mcpower.results import (
     Lines,
     MetadataResponse,
     Mode,
+    Pages,
     SearchFilters,
     SearchMeta,
     SearchResponse,
@@ -257,6 +258,7 @@ def get_source(
         heading_path=clip_chars(hit.heading_path, MAX_HEADING_CHARS),
         chunk_index=hit.ordinal,
         lines=Lines(start=start, end=end),
+        pages=_pages(around),
         truncated=len(clipped) < len(content),
         retrieved_at=utc_now_iso(),
     )
@@ -298,7 +300,15 @@ def _result(dataset: str, hit: ChunkHit, score: float, terms: list[str], snippet
         heading_path=clip_chars(hit.heading_path, MAX_HEADING_CHARS),
         lines=Lines(start=hit.start_line, end=hit.end_line),
         dataset=dataset,
+        pages=_pages([hit]),
     )
+
+
+def _pages(hits: list[ChunkHit]) -> Pages | None:
+    """The pages the chunks are on, for a paged document (PDF); None otherwise."""
+    starts = [h.page_start for h in hits if h.page_start is not None]
+    ends = [h.page_end for h in hits if h.page_end is not None]
+    return Pages(start=min(starts), end=max(ends)) if starts and ends else None
 
 
 def utc_now_iso() -> str:

@@ -353,10 +353,10 @@ def test_rst_titles_become_heading_paths() -> None:
         ("Manual", "Install", "Linux"),
         ("Manual", "Usage"),
     ]
-    for c in doc.chunks:
-        assert c.text == source_lines(text, c)
-    assert doc.chunks[0].start_line == 1  # the overline belongs to its title
-    assert doc.chunks[2].text == "Linux\n-----\n\nLinux text."
+    for c in doc.chunks:  # line ranges point into the text stored for the document: titles as Markdown
+        assert c.text == source_lines(doc.content, c)
+    assert doc.chunks[0].text == "# Manual\n\nOverview text."
+    assert doc.chunks[2].text == "### Linux\n\nLinux text."
 
 
 def test_txt_is_split_into_paragraphs_without_headings() -> None:

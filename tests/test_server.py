@@ -29,7 +29,9 @@ pytestmark = pytest.mark.anyio
 
 DEFAULT_NAMES = {"knowledge_search", "knowledge_list_datasets", "knowledge_get_source", "knowledge_get_metadata"}
 SEED_NAMES = {"knowledge.search", "knowledge.listDatasets", "knowledge.getSource", "knowledge.getMetadata"}
-RESULT_FIELDS = {"result_id", "score", "title", "path", "snippet", "file_type", "heading_path", "lines", "dataset"}
+RESULT_FIELDS = {
+    *("result_id", "score", "title", "path", "snippet", "file_type", "heading_path", "lines", "dataset", "pages")
+}
 
 
 # ---------------------------------------------------------------- fixtures
@@ -181,6 +183,7 @@ async def test_search_result_shape(client: Client) -> None:
         assert result["dataset"] == "handbook"
         assert result["result_id"].startswith("handbook:")
         assert result["file_type"] in (".md", ".txt")
+        assert result["pages"] is None  # pages are for PDF results
         assert 1 <= result["lines"]["start"] <= result["lines"]["end"]
         assert result["title"] and result["path"] and result["snippet"]
     scores = [r["score"] for r in data["results"]]

@@ -27,6 +27,11 @@ MAX_HEADING_PATH_CHARS = 512
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+")
 
 
+class UnreadableError(ValueError):
+    """A file no format can read (damaged, encrypted, a zip bomb ...); ``str(e)`` says why, for the
+    ingest report."""
+
+
 @dataclass(frozen=True)
 class Block:
     """A run of a document's lines that belongs together: a paragraph, a code fence, a table ..."""
@@ -52,6 +57,13 @@ class Parsed:
 
     sections: list[Section]
     title: str | None = None
+    # The text mcpower stores for the document, which line ranges point into: None for a text
+    # format (the file's own text); the extracted text for HTML, PDF, Word, reST, notebooks.
+    text: str | None = None
+    # The first line (0-based) of each page, for formats with pages (PDF); empty otherwise.
+    page_lines: tuple[int, ...] = ()
+    # What the user should know about how the file was read ("read as plain text: ...").
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -65,6 +77,7 @@ class Chunk:
     ordinal: int  # position in the document, from 0
     # The heading path as the model reads it, when it had to be cut to MAX_HEADING_TOKENS.
     embed_heading: str | None = None
+    pages: tuple[int, int] | None = None  # first and last page (from 1), for formats with pages
 
     @property
     def heading(self) -> str:

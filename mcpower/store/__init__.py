@@ -73,6 +73,8 @@ class ChunkRow:
     start_line: int  # 1-based, inclusive
     end_line: int
     text: str
+    page_start: int | None = None  # first page of the chunk, from 1 (PDF); None: no pages
+    page_end: int | None = None
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,8 @@ class ChunkHit:
     title: str
     file_type: str
     document_id: int
+    page_start: int | None = None
+    page_end: int | None = None
 
 
 @dataclass(frozen=True)
@@ -211,6 +215,7 @@ class DatasetEntry:
             default_top_k=m.default_top_k,
             documents=m.counts.documents,
             chunks=m.counts.chunks,
+            file_types=dict(m.counts.file_types) or None,
             model=m.embedding.model,
             backend=m.embedding.backend,
             updated_at=m.updated_at.isoformat(),

@@ -25,6 +25,8 @@ FTS_DOCSIZE = f"{FTS}_docsize"  # FTS5's own table of per-row column sizes
 POSTINGS = "keyword_postings"
 # The FTS5 columns, in order; bm25() weights follow this order.
 FTS_COLUMNS = ("text", "title", "heading_path")
+# Chunk columns added with PDF pages: databases written before lack them, and read as no pages.
+PAGE_COLUMNS = ("page_start", "page_end")
 
 SCHEMA = f"""
 CREATE TABLE {DOCUMENTS} (
@@ -46,6 +48,8 @@ CREATE TABLE {CHUNKS} (
     start_line INTEGER NOT NULL,
     end_line INTEGER NOT NULL,
     text TEXT NOT NULL,
+    page_start INTEGER,
+    page_end INTEGER,
     UNIQUE (document_id, ordinal)
 );
 CREATE VIRTUAL TABLE {FTS} USING fts5(
@@ -72,16 +76,26 @@ def insert_sql(table: str, record: type[Any]) -> str:
     return f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})"
 
 
-def select_sql(table: str, record: type[DocumentRow] | type[ChunkRow]) -> str:
-    return f"SELECT {', '.join(columns(record))} FROM {table}"
+def select_sql(table: str, record: type[DocumentRow] | type[ChunkRow], pages: bool = True) -> str:
+    """SELECT of the record's columns (``pages`` False: a database without page columns, read as NULL)."""
+    names = [name if pages or name not in PAGE_COLUMNS else "NULL" for name in columns(record)]
+    return f"SELECT {', '.join(names)} FROM {table}"
 
 
 # A chunk with its document's fields: chunk columns by name, the document's under the hit's names.
 _HIT_SOURCES = {"path": "d.path", "title": "d.title", "file_type": "d.file_type", "document_id": "d.id"}
-HIT_SQL = (
-    f"SELECT {', '.join(_HIT_SOURCES.get(name, 'c.' + name) for name in columns(ChunkHit))} "
-    f"FROM {CHUNKS} c JOIN {DOCUMENTS} d ON d.id = c.document_id"
-)
+
+
+def hit_sql(pages: bool = True) -> str:
+    """SELECT of :class:`ChunkHit` rows (``pages`` as in :func:`select_sql`)."""
+    sources = [
+        _HIT_SOURCES.get(name, "c." + name if pages or name not in PAGE_COLUMNS else "NULL")
+        for name in columns(ChunkHit)
+    ]
+    return f"SELECT {', '.join(sources)} FROM {CHUNKS} c JOIN {DOCUMENTS} d ON d.id = c.document_id"
+
+
+HIT_SQL = hit_sql()
 
 
 def values(record: DocumentRow | ChunkRow) -> tuple[Any, ...]:
@@ -95,12 +109,19 @@ def check_schema(db: sqlite3.Connection) -> None:
     A file another version or tool wrote (its checksum recorded by hand) must fail here, at load,
     not in the middle of a search of every dataset.
     """
-    db.execute(f"{HIT_SQL} LIMIT 0").fetchall()
+    pages = has_pages(db)
+    db.execute(f"{hit_sql(pages)} LIMIT 0").fetchall()
     db.execute(f"SELECT rowid, bm25({FTS}) FROM {FTS} WHERE {FTS} MATCH 'probe' LIMIT 0").fetchall()
     db.execute(f"{select_sql(DOCUMENTS, DocumentRow)} LIMIT 0").fetchall()
-    db.execute(f"{select_sql(CHUNKS, ChunkRow)} LIMIT 0").fetchall()
+    db.execute(f"{select_sql(CHUNKS, ChunkRow, pages)} LIMIT 0").fetchall()
     if has_postings(db):
         db.execute(f"SELECT term, chunk_rows, impacts FROM {POSTINGS} LIMIT 0").fetchall()
+
+
+def has_pages(db: sqlite3.Connection) -> bool:
+    """Whether the chunks table has page columns (databases written before PDF support have not)."""
+    names = {row[1] for row in db.execute(f"PRAGMA table_info({CHUNKS})")}
+    return all(name in names for name in PAGE_COLUMNS)
 
 
 def has_postings(db: sqlite3.Connection) -> bool:

@@ -31,9 +31,10 @@ from mcpower.store.local.schema import (
     CHUNKS,
     DOCUMENTS,
     FTS,
-    HIT_SQL,
     check_schema,
+    has_pages,
     has_postings,
+    hit_sql,
     select_sql,
 )
 
@@ -63,6 +64,7 @@ class LocalStore:
         db: sqlite3.Connection,
         ids: NDArray[np.int64],
         postings: bool,
+        pages: bool = True,
     ) -> None:
         self.manifest = manifest
         self.folder = folder
@@ -70,6 +72,8 @@ class LocalStore:
         self._db = db
         self._ids = ids  # every chunk id, ascending: the rows of the keyword postings
         self._postings = postings  # False for a database written before postings existed: FTS5 scores all
+        self._pages = pages  # False for a database written before page columns existed: no pages
+        self._hit_sql = hit_sql(pages)
         self._lock = threading.Lock()
         self._allowed_cache: dict[SearchFilters, NDArray[np.int64]] = {}
 
@@ -172,14 +176,14 @@ class LocalStore:
             return {}
         marks = ",".join("?" * len(ids))
         with self._lock:
-            rows = self._db.execute(f"{HIT_SQL} WHERE c.id IN ({marks})", list(ids)).fetchall()
+            rows = self._db.execute(f"{self._hit_sql} WHERE c.id IN ({marks})", list(ids)).fetchall()
         return {hit.id: hit for hit in (ChunkHit(*r) for r in rows)}
 
     def neighbors(self, hit: ChunkHit, before: int, after: int) -> list[ChunkHit]:
         """The chunks of ``hit``'s document from ``before`` ahead of it to ``after`` behind it, in order."""
         with self._lock:
             rows = self._db.execute(
-                f"{HIT_SQL} WHERE c.document_id = ? AND c.ordinal BETWEEN ? AND ? ORDER BY c.ordinal",
+                f"{self._hit_sql} WHERE c.document_id = ? AND c.ordinal BETWEEN ? AND ? ORDER BY c.ordinal",
                 (hit.document_id, hit.ordinal - before, hit.ordinal + after),
             ).fetchall()
         return [ChunkHit(*r) for r in rows]
@@ -211,7 +215,8 @@ class LocalStore:
         with self._lock:
             docs = [DocumentRow(*r) for r in self._db.execute(select_sql(DOCUMENTS, DocumentRow))]
             chunk_rows = [
-                ChunkRow(*r) for r in self._db.execute(f"{select_sql(CHUNKS, ChunkRow)} ORDER BY document_id, ordinal")
+                ChunkRow(*r)
+                for r in self._db.execute(f"{select_sql(CHUNKS, ChunkRow, self._pages)} ORDER BY document_id, ordinal")
             ]
         by_doc: dict[int, list[ChunkRow]] = {}
         for c in chunk_rows:
@@ -307,6 +312,7 @@ def open_store(folder: Path, manifest: Manifest, verify: bool = True, hashes: Fi
             ).fetchone()
             ids = _ascending_ids(index, db)
             postings = has_postings(db)
+            pages = has_pages(db)
         except sqlite3.Error as e:
             if db is not None:
                 db.close()
@@ -317,7 +323,7 @@ def open_store(folder: Path, manifest: Manifest, verify: bool = True, hashes: Fi
             f"{name}: counts disagree (index {index.ntotal} vectors, database {n_chunks} chunks / "
             f"{n_docs} documents, manifest {manifest.counts.chunks} / {manifest.counts.documents})"
         )
-    return LocalStore(manifest, folder, index, db, ids, postings)
+    return LocalStore(manifest, folder, index, db, ids, postings, pages)
 
 
 def _ascending_ids(index: Any, db: sqlite3.Connection) -> NDArray[np.int64]:

@@ -1,5 +1,10 @@
 """Markdown (.md, .markdown, .mdx), parsed with markdown-it-py (CommonMark and tables) and split on
-headings; code fences and tables are blocks of their own, kept whole when they fit."""
+headings; code fences and tables are blocks of their own, kept whole when they fit.
+
+Extensions are kept as the text they are: admonitions (``!!! note``, ``??? tip``, content tabs
+``=== "Tab"``, whose indented body CommonMark takes for code, is read as prose), ``:::`` and
+``///`` blocks (paragraphs), MDX components and imports (HTML blocks and paragraphs).
+"""
 
 from __future__ import annotations
 
@@ -19,6 +24,9 @@ _ATTRS = re.compile(r"\{\s*[#.][^}]*\}")
 # and inline parsing was most of the time (2.8x faster chunking, identical chunks on the FastAPI
 # docs) — and ~25 µs a character on a pathological heading.
 _md = MarkdownIt("commonmark").enable("table").disable("inline")
+# The first line of an admonition or a content tab (mkdocs-material, Python-Markdown): its body is
+# indented four spaces, which CommonMark parses as an indented code block.
+_ADMONITION = re.compile(r"(?:!!!|\?\?\?\+?|===)[ \t]")
 
 
 def strip_attributes(heading: str) -> str:
@@ -38,6 +46,7 @@ def parse(text: str) -> Parsed:
     path: list[tuple[int, str]] = []
     sections = [Section(())]
     h1: str | None = None
+    admonition = False  # inside the indented body of an admonition
     i = 0
     while i < len(tokens):
         tok = tokens[i]
@@ -45,6 +54,10 @@ def parse(text: str) -> Parsed:
             i += 1
             continue
         start, end = tok.map[0], tok.map[1] - 1
+        if tok.type == "paragraph_open":
+            admonition = _ADMONITION.match(lines[start]) is not None
+        elif tok.type != "code_block":
+            admonition = False
         if tok.type == "heading_open":
             level = int(tok.tag[1])
             raw = tokens[i + 1].content if i + 1 < len(tokens) else ""
@@ -56,7 +69,9 @@ def parse(text: str) -> Parsed:
         # Setext headings span two lines; everything else is its own block.
         block = "\n".join(lines[start : end + 1]).strip("\n")
         if block.strip():
-            prose = tok.type in ("paragraph_open", "blockquote_open", "html_block")
+            prose = tok.type in ("paragraph_open", "blockquote_open", "html_block") or (
+                admonition and tok.type == "code_block"
+            )
             sections[-1].blocks.append(Block(block, start, end, prose))
             if tok.type != "heading_open" and not sections[-1].has_body:
                 sections[-1] = Section(sections[-1].heading_path, sections[-1].blocks)

@@ -1,0 +1,181 @@
+"""Reading documents in a worker process, with a time limit and a memory limit.
+
+Parsers of binary or deeply nested input (PDF, Word, HTML, reST: :data:`mcpower.chunking.ISOLATED`)
+run on untrusted files in C or in pure Python, and no limit inside those libraries covers every
+hostile file: a PDF stream can inflate to gigabytes, docutils holds the whole tree while it
+recurses. So they run in one long-lived worker process (started on the first such file, reused
+for the next ones) whose address space is capped (Linux; RLIMIT_AS is not enforced on macOS) and
+whose every file has a deadline. A file that runs out of time or memory, or kills the worker, is
+skipped with the reason (a reST file is read as plain text instead); the worker is restarted for
+the next file, and nothing else is lost. The other formats are read in this process.
+
+The worker is started with ``spawn``, not ``fork``: the ingest process runs the model's threads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import multiprocessing
+import warnings
+from multiprocessing.connection import Connection
+from typing import Any
+
+from mcpower.chunking import FORMATS, ISOLATED, Parsed, UnreadableError, format_of, parse_document
+
+logger = logging.getLogger(__name__)
+
+# Each file's deadline: the slowest real documents measured (a 4,000-line reST reference page, a
+# 50-page PDF) take about a second.
+DEFAULT_TIMEOUT = 60.0
+# The worker's address space: 50 MB of HTML peaked at ~650 MB; a 2,000-level reST file took
+# 1.8 GB before failing.
+DEFAULT_MEMORY_BYTES = 2 * 1024**3
+# How long the worker may take to start (an interpreter and mcpower's chunking, on a busy machine);
+# a file's deadline starts once it is ready.
+START_TIMEOUT = 120.0
+# Read as plain text when their parser fails this way (their text is still good).
+_TEXT_FALLBACK = frozenset({FORMATS[".rst"]})
+
+
+class Reader:
+    """Reads documents: formats in ISOLATED in the worker process, the others in this one.
+
+    A context manager: the worker (if one was started) ends with it.
+    """
+
+    def __init__(self, timeout: float = DEFAULT_TIMEOUT, memory_bytes: int = DEFAULT_MEMORY_BYTES) -> None:
+        self.timeout = timeout
+        self.memory_bytes = memory_bytes
+        self._process: Any = None
+        self._conn: Connection | None = None
+
+    def __enter__(self) -> Reader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def read(self, data: bytes, file_type: str) -> Parsed:
+        """The parsed document (its ``text`` set).
+
+        Raises:
+            UnreadableError: the file cannot be read, or ran out of time or memory.
+        """
+        module = format_of(data, file_type)
+        if module not in ISOLATED:
+            return parse_document(data, file_type, module)
+        try:
+            return self._in_worker(module, data)
+        except _Failed as e:
+            if module in _TEXT_FALLBACK:
+                parsed = parse_document(data, ".txt", FORMATS[".txt"])
+                return Parsed(parsed.sections, parsed.title, parsed.text, notes=(f"read as plain text: {e}",))
+            raise UnreadableError(str(e)) from None
+
+    def close(self) -> None:
+        """End the worker, if one runs."""
+        if self._conn is not None:
+            with contextlib.suppress(OSError, ValueError):
+                self._conn.send(None)
+            self._conn.close()
+            self._conn = None
+        if self._process is not None:
+            self._process.join(timeout=5)
+            if self._process.is_alive():
+                self._process.kill()
+                self._process.join()
+            self._process = None
+
+    def _in_worker(self, module: str, data: bytes) -> Parsed:
+        if self._process is None or not self._process.is_alive():
+            self._start()
+        assert self._conn is not None
+        try:
+            self._conn.send((module, data))
+            if not self._conn.poll(self.timeout):
+                self._kill()
+                raise _Failed(f"took longer than {self.timeout:g} s to read (the limit per file)")
+            status, value = self._conn.recv()
+        except (EOFError, OSError) as e:
+            code = None
+            if self._process is not None:
+                self._process.join(timeout=5)
+                code = self._process.exitcode
+            self._kill()
+            raise _Failed(f"the reader process died reading it (exit code {code})") from e
+        if status == "ok":
+            parsed: Parsed = value
+            return parsed
+        if status == "memory":
+            self._kill()  # whatever the parser held may not have been released
+            raise _Failed(f"ran out of memory reading it (the limit is {self.memory_bytes / 1024**3:g} GiB)")
+        if status == "unreadable":
+            raise UnreadableError(value)
+        raise _Failed(f"the reader failed ({value})")
+
+    def _start(self) -> None:
+        self._kill()
+        context = multiprocessing.get_context("spawn")
+        parent, child = context.Pipe()
+        self._process = context.Process(target=_serve, args=(child, self.memory_bytes), daemon=True)
+        self._process.start()
+        child.close()
+        self._conn = parent
+        try:
+            ready = parent.poll(START_TIMEOUT) and parent.recv() == ("ready", None)
+        except (EOFError, OSError):
+            ready = False
+        if not ready:
+            self._kill()
+            raise _Failed(f"the reader process did not start within {START_TIMEOUT:g} s")
+
+    def _kill(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+        if self._process is not None:
+            self._process.kill()
+            self._process.join()
+            self._process = None
+
+
+class _Failed(Exception):
+    """Reading ran out of time or memory, or the worker died."""
+
+
+def _serve(conn: Connection, memory_bytes: int) -> None:
+    """The worker: read (module, bytes) requests until None, answer (status, value)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the ingest, which ends the worker
+    try:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+    except (ImportError, ValueError, OSError):  # Windows; or a lower hard limit already set
+        pass
+    warnings.simplefilter("ignore")
+    logging.disable(logging.CRITICAL)  # parsers log what they repair: the terminal is the ingest's
+    conn.send(("ready", None))
+    while True:
+        try:
+            request = conn.recv()
+        except (EOFError, OSError):
+            return
+        if request is None:
+            return
+        module, data = request
+        try:
+            answer: tuple[str, Any] = ("ok", parse_document(data, "", module))
+        except UnreadableError as e:
+            answer = ("unreadable", str(e))
+        except MemoryError:
+            answer = ("memory", "")
+        except Exception as e:  # a parser bug on hostile input: this file is skipped, the worker lives
+            answer = ("error", f"{type(e).__name__}: {' '.join(str(e).split())[:200]}")
+        del data
+        try:
+            conn.send(answer)
+        except MemoryError:
+            conn.send(("memory", ""))

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
-from mcpower.chunking import SUPPORTED_TYPES
+from mcpower.chunking import CODE_TYPES, SUPPORTED_TYPES, size_limit
 from mcpower.defaults import DEFAULT_MAX_FILE_MB
 
 if TYPE_CHECKING:
@@ -41,11 +41,15 @@ class SourceFile:
 class _Rules:
     """Which paths under ``root`` the folder's rules leave out (relative, '/'-separated)."""
 
-    def __init__(self, root: Path, include: Sequence[str], exclude: Sequence[str]) -> None:
+    def __init__(self, root: Path, include: Sequence[str], exclude: Sequence[str], code: bool = False) -> None:
         import pathspec
 
         self.root = root
         self.include = pathspec.GitIgnoreSpec.from_lines(include) if include else None
+        # Source code is read with --code, or when an --include glob names its suffix ('*.py').
+        self.code_types = (
+            CODE_TYPES if code else frozenset(t for t in CODE_TYPES if any(g.endswith(t) for g in include))
+        )
         self.exclude = pathspec.GitIgnoreSpec.from_lines(exclude)
         self._gitignores: dict[str, pathspec.GitIgnoreSpec | None] = {}
 
@@ -89,7 +93,8 @@ class _Rules:
         name = rel.rsplit("/", 1)[-1]
         if name.startswith("."):
             return "hidden"
-        if PurePosixPath(name).suffix.lower() not in SUPPORTED_TYPES:
+        suffix = PurePosixPath(name).suffix.lower()
+        if suffix not in SUPPORTED_TYPES and suffix not in self.code_types:
             return "not a supported type"
         if self.gitignored(rel, False):
             return "ignored by .gitignore"
@@ -116,16 +121,18 @@ def discover(
     follow_symlinks: bool = False,
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
     skip_dirs: Sequence[Path] = (),
+    code: bool = False,
 ) -> tuple[list[SourceFile], list[tuple[str, str]]]:
     """Supported files under ``root``, honouring hidden names, .gitignore files, the globs and the
-    symlink rules (module docstring).
+    symlink rules (module docstring). Source code files are found with ``code``, or when an
+    ``include`` glob ends with their suffix (``*.py``).
 
     Returns the files (sorted by relative path) and what was skipped with why (files left out by
     a rule the user set up — hidden, ignored, excluded — are left out silently, unless a symlink
     pointed at them).
     """
     root = root.resolve()
-    rules = _Rules(root, include, exclude)
+    rules = _Rules(root, include, exclude, code)
     skip = {p.resolve() for p in skip_dirs}
     files: list[SourceFile] = []
     skipped: list[tuple[str, str]] = []
@@ -164,8 +171,11 @@ def _examine(
         return f"cannot read: {getattr(e, 'strerror', None) or 'symlink loop'}"
     if not stat.S_ISREG(st.st_mode):
         return "not a regular file"
-    if st.st_size > max_file_bytes:
-        return f"{st.st_size / 1e6:.1f} MB, over the {max_file_bytes / 1e6:g} MB limit"
+    suffix = PurePosixPath(rel).suffix.lower()
+    limit = size_limit(suffix, max_file_bytes)
+    if st.st_size > limit:
+        kind = f" for {suffix} files" if limit != max_file_bytes else ""
+        return f"{st.st_size / 1e6:.1f} MB, over the {limit / 1e6:g} MB limit{kind} (--max-file-mb)"
     return SourceFile(rel, path, st.st_size, st.st_mtime)
 
 

@@ -14,6 +14,7 @@ import dataclasses
 import hashlib
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +22,8 @@ from pathlib import Path
 import numpy as np
 
 from mcpower import __version__, embedding
-from mcpower.chunking import CHUNKER, SUPPORTED_TYPES, chunk_document, decode_text
+from mcpower.chunking import CHUNKER, SUPPORTED_TYPES, UnreadableError, build_document, size_limit
+from mcpower.chunking.worker import Reader
 from mcpower.defaults import DEFAULT_BACKEND, DEFAULT_CHUNK_TOKENS, DEFAULT_MODEL, DEFAULT_OVERLAP, DEFAULT_TOP_K
 from mcpower.discover import DEFAULT_MAX_FILE_BYTES, SourceFile, discover, read_document
 from mcpower.errors import IngestError
@@ -60,6 +62,7 @@ class IngestOptions:
     overlap: int = DEFAULT_OVERLAP
     include: Sequence[str] = ()
     exclude: Sequence[str] = ()
+    code: bool = False  # also read source code (.py, .js, .go ...); an include glob naming a suffix does too
     follow_symlinks: bool = False
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
     default_top_k: int | None = None  # default: the previous version's, else DEFAULT_TOP_K
@@ -81,6 +84,7 @@ class IngestReport:
     removed: int = 0
     unchanged: int = 0
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (relative path, reason)
+    notes: list[tuple[str, str]] = field(default_factory=list)  # (relative path, how it was read)
     full_rebuild: bool = True
     rebuild_reason: str = ""
     seconds: float = 0.0
@@ -129,7 +133,9 @@ def ingest(
             f"and smaller than it (got {chunk_tokens}, {overlap})"
         )
     skip_dirs = [target] if isinstance(target, Path) else []  # never ingest the datasets themselves
-    files, skipped = discover(src, opts.include, opts.exclude, opts.follow_symlinks, opts.max_file_bytes, skip_dirs)
+    files, skipped = discover(
+        src, opts.include, opts.exclude, opts.follow_symlinks, opts.max_file_bytes, skip_dirs, code=opts.code
+    )
     if not files:
         raise IngestError(
             f"{source}: no documents to ingest (looked for {', '.join(sorted(SUPPORTED_TYPES))}"
@@ -170,7 +176,9 @@ def ingest(
                 ),
                 chunking=ChunkingInfo(chunker=CHUNKER, chunk_tokens=chunk_tokens, overlap=overlap),
                 fingerprint=fingerprint,
-                counts=Counts(documents=len(docs), chunks=len(chunks)),
+                counts=Counts(
+                    documents=len(docs), chunks=len(chunks), file_types=dict(Counter(d.file_type for d in docs))
+                ),
                 created_at=prev.created_at if prev else now,
                 updated_at=now,
                 mcpower_version=__version__,
@@ -210,49 +218,64 @@ def _build(
     carried: list[int] = []  # chunk ids whose vectors come from the previous version
     to_embed: list[tuple[int, str]] = []  # (position in chunks, text to embed)
     indexed_at = now_utc().isoformat()
-    for n, f in enumerate(files, 1):
-        if progress:
-            progress("files", n, len(files))
-        try:
-            raw = read_document(f, opts.max_file_bytes)
-        except OSError as e:
-            report.skipped.append((f.rel, f"cannot read: {e.strerror}"))
-            continue
-        content_hash = hashlib.sha256(raw).hexdigest()
-        doc_id = len(docs) + 1
-        prev = old.pop(f.rel, None)
-        if prev is not None and prev[0].content_hash == content_hash:
-            d, cs = prev
-            docs.append(dataclasses.replace(d, id=doc_id, size=f.size, mtime=f.mtime))
-            for old_chunk in cs:
-                chunks.append(dataclasses.replace(old_chunk, document_id=doc_id))
-                carried.append(old_chunk.id)
-            report.unchanged += 1
-            continue
-        try:
-            text = decode_text(raw)
-        except ValueError as e:
-            report.skipped.append((f.rel, str(e)))
-            continue
-        suffix = Path(f.rel).suffix.lower()
-        document = chunk_document(text, suffix, Path(f.rel).name, emb.count_tokens, chunk_tokens, overlap)
-        docs.append(DocumentRow(doc_id, f.rel, document.title, suffix, f.size, f.mtime, content_hash, indexed_at, text))
-        seen: dict[str, int] = {}
-        for c in document.chunks:
-            occurrence = seen.get(c.text, 0)
-            seen[c.text] = occurrence + 1
-            row = ChunkRow(
-                chunk_id(f.rel, c.text, occurrence), doc_id, c.ordinal, c.heading, c.start_line, c.end_line, c.text
+    with Reader() as reader:
+        for n, f in enumerate(files, 1):
+            if progress:
+                progress("files", n, len(files))
+            suffix = Path(f.rel).suffix.lower()
+            try:
+                raw = read_document(f, size_limit(suffix, opts.max_file_bytes))
+            except OSError as e:
+                report.skipped.append((f.rel, f"cannot read: {e.strerror}"))
+                continue
+            content_hash = hashlib.sha256(raw).hexdigest()
+            doc_id = len(docs) + 1
+            prev = old.pop(f.rel, None)
+            if prev is not None and prev[0].content_hash == content_hash:
+                d, cs = prev
+                docs.append(dataclasses.replace(d, id=doc_id, size=f.size, mtime=f.mtime))
+                for old_chunk in cs:
+                    chunks.append(dataclasses.replace(old_chunk, document_id=doc_id))
+                    carried.append(old_chunk.id)
+                report.unchanged += 1
+                continue
+            try:
+                parsed = reader.read(raw, suffix)
+            except UnreadableError as e:
+                report.skipped.append((f.rel, str(e)))
+                continue
+            del raw
+            document = build_document(parsed, Path(f.rel).name, emb.count_tokens, chunk_tokens, overlap)
+            report.notes.extend((f.rel, note) for note in document.notes)
+            docs.append(
+                DocumentRow(
+                    doc_id, f.rel, document.title, suffix, f.size, f.mtime, content_hash, indexed_at, document.content
+                )
             )
-            to_embed.append((len(chunks), c.embed_text))
-            chunks.append(row)
-        if prev is None:
-            report.added += 1
-        else:
-            report.changed += 1
+            seen: dict[str, int] = {}
+            for c in document.chunks:
+                occurrence = seen.get(c.text, 0)
+                seen[c.text] = occurrence + 1
+                pages = c.pages or (None, None)
+                row = ChunkRow(
+                    chunk_id(f.rel, c.text, occurrence),
+                    doc_id,
+                    c.ordinal,
+                    c.heading,
+                    c.start_line,
+                    c.end_line,
+                    c.text,
+                    *pages,
+                )
+                to_embed.append((len(chunks), c.embed_text))
+                chunks.append(row)
+            if prev is None:
+                report.added += 1
+            else:
+                report.changed += 1
     report.removed = len(old)
     if not docs:
-        raise IngestError(f"{src.name}: every file was skipped ({report.skipped[0][0]}: {report.skipped[0][1]} ...)")
+        raise IngestError(f"{src.name}: every file was skipped: {skip_summary(report.skipped)}")
     _check_unique([c.id for c in chunks])
     vectors = np.zeros((len(chunks), emb.dimension), dtype=np.float32)
     if reuse is not None and carried:
@@ -274,6 +297,21 @@ def _build(
     if not np.isfinite(vectors).all():
         raise IngestError("the model produced non-finite vectors; the model files may be damaged")
     return docs, chunks, vectors
+
+
+def skip_summary(skipped: Sequence[tuple[str, str]], shown: int = 3) -> str:
+    """The reasons files were skipped, most frequent first, with a file for each:
+    '2 × encrypted: a password is required (manual.pdf, ...); 1 × not UTF-8 (notes.txt)'."""
+    by_reason: dict[str, list[str]] = {}
+    for rel, reason in skipped:
+        by_reason.setdefault(reason, []).append(rel)
+    ranked = sorted(by_reason.items(), key=lambda item: -len(item[1]))
+    parts = [
+        f"{len(paths)} × {reason} ({paths[0]}{', ...' if len(paths) > 1 else ''})" for reason, paths in ranked[:shown]
+    ]
+    if len(ranked) > shown:
+        parts.append(f"{sum(len(p) for _, p in ranked[shown:])} more for {len(ranked) - shown} other reasons")
+    return "; ".join(parts) or "no files"
 
 
 def _check_unique(ids: list[int]) -> None:

@@ -15,7 +15,7 @@ import re
 import stat
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
@@ -30,6 +30,9 @@ MAX_MANIFEST_BYTES = 10 * 1024
 ID_PATTERN = r"^[a-z0-9-]+$"
 MAX_ID_CHARS = 64
 _ID = re.compile(r"[a-z0-9-]{1,64}")
+# File types a manifest may count documents of, and what a file type looks like.
+MAX_FILE_TYPES = 64
+_SUFFIX = re.compile(r"\.[a-z0-9_+-]{1,15}")
 # Chunking bounds a manifest accepts (and ingest checks before it embeds anything).
 MIN_CHUNK_TOKENS, MAX_CHUNK_TOKENS = 16, 8192
 MAX_OVERLAP = 4096
@@ -76,6 +79,17 @@ class VectorIndexInfo(_Model):
 class Counts(_Model):
     documents: int = Field(ge=0, strict=True)
     chunks: int = Field(ge=0, strict=True)
+    # Documents per file type ('.md': 12); empty in manifests written before it was counted.
+    file_types: dict[str, Annotated[int, Field(ge=0, strict=True)]] = Field(
+        default_factory=dict, max_length=MAX_FILE_TYPES
+    )
+
+    @field_validator("file_types")
+    @classmethod
+    def _suffixes(cls, v: dict[str, int]) -> dict[str, int]:
+        if not all(_SUFFIX.fullmatch(suffix) for suffix in v):
+            raise ValueError("keys must be file suffixes such as '.md'")
+        return v
 
 
 class Checksums(_Model):

@@ -189,7 +189,8 @@ def corpus(tmp_path: Path) -> Path:
             "api/reference.md": REFERENCE_MD,
             "notes.txt": NOTES_TXT,
             "intro.rst": INTRO_RST,
-            "unsupported.html": "<p>zephyrine</p>",
+            "unsupported.xyz": "<p>zephyrine</p>",
+            "script.py": "# zephyrine\n",  # source code: read only with --code
             ".hidden/secret.md": "# Secret\n\nzephyrine secrets\n",
             ".gitignore": "ignored.md\n",
             "ignored.md": "# Ignored\n\nzephyrine ignored\n",

@@ -17,12 +17,15 @@ from conftest import FakeEmbedder
 from mcpower.ingestion import IngestOptions, ingest
 
 HEAVY = ("torch", "sentence_transformers", "faiss", "onnxruntime", "transformers")
+# Document parsers: only ingest imports them, and only for files of their format.
+PARSERS = ("lxml", "pypdf", "docutils", "defusedxml", "cryptography", "markdown_it")
 
 # Runs `mcpower ARGS...` (or just imports a module) in this interpreter, then prints which heavy
 # modules ended up in sys.modules, as the last line of stdout.
 WRAPPER = """
 import json, runpy, sys
 heavy, args = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+heavy += json.loads(sys.argv[3]) if len(sys.argv) > 3 else []
 if args and args[0] == "import":
     __import__(args[1])
 else:
@@ -36,11 +39,11 @@ print("\\nLOADED " + json.dumps(loaded))
 """
 
 
-def loaded_after(*args: str | Path) -> tuple[list[str], subprocess.CompletedProcess[str]]:
+def loaded_after(*args: str | Path, watch: tuple[str, ...] = ()) -> tuple[list[str], subprocess.CompletedProcess[str]]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MCPOWER_")}
     env["HF_HUB_OFFLINE"] = "1"
     proc = subprocess.run(
-        [sys.executable, "-c", WRAPPER, json.dumps(HEAVY), json.dumps([str(a) for a in args])],
+        [sys.executable, "-c", WRAPPER, json.dumps(HEAVY), json.dumps([str(a) for a in args]), json.dumps(watch)],
         capture_output=True,
         text=True,
         env=env,
@@ -87,3 +90,20 @@ def test_datasets_listing_loads_nothing_heavy(corpus: Path, datasets_dir: Path) 
 
     assert proc.stdout.startswith("docs ")
     assert loaded == []
+
+
+def test_a_cold_search_loads_no_document_parser(corpus: Path, datasets_dir: Path, fake_embedder: FakeEmbedder) -> None:
+    ingest(corpus, datasets_dir, IngestOptions(dataset_id="docs"))
+
+    loaded, proc = loaded_after(
+        "search", "docs", "zephyrine", "--mode", "keyword", "--datasets-dir", datasets_dir, watch=PARSERS
+    )
+
+    assert "install.md" in proc.stdout  # it really searched
+    assert not [m for m in loaded if m.split(".")[0] in PARSERS]
+
+
+def test_the_wrapper_sees_parser_imports() -> None:
+    loaded, _ = loaded_after("import", "lxml.html", watch=PARSERS)
+
+    assert "lxml" in loaded

@@ -65,6 +65,8 @@ def datasets(datasets_dir: DatasetsDir = None, as_json: JsonFlag = False) -> Non
         typer.echo(f"no datasets under {s.datasets_dir} (create one with `mcpower ingest PATH`)", err=True)
     for r in rows:
         if r["status"] == "ready":
-            typer.echo(f"{r['id']:<24} {r['documents']:>6} docs {r['chunks']:>8} chunks  {r['name']}")
+            types = sorted((r["file_types"] or {}).items(), key=lambda t: (-t[1], t[0]))
+            shown = f"  ({', '.join(f'{t} {n}' for t, n in types)})" if types else ""
+            typer.echo(f"{r['id']:<24} {r['documents']:>6} docs {r['chunks']:>8} chunks  {r['name']}{shown}")
         else:
             typer.echo(f"{r['id']:<24} error: {r['error']}")

@@ -14,7 +14,10 @@ from mcpower.defaults import BACKENDS, DEFAULT_CHUNK_TOKENS, DEFAULT_MAX_FILE_MB
 
 
 def ingest(
-    path: Annotated[Path, typer.Argument(help="Folder of documents (.md .markdown .mdx .txt .rst).")],
+    path: Annotated[
+        Path,
+        typer.Argument(help="Folder of documents (.md .mdx .txt .rst .html .pdf .docx .ipynb; code with --code)."),
+    ],
     dataset_id: Annotated[
         str | None, typer.Option("--id", help="Dataset id (a-z, 0-9, -); default: the folder name as a slug.")
     ] = None,
@@ -34,6 +37,12 @@ def ingest(
     overlap: Annotated[int, typer.Option(help="Tokens shared by consecutive chunks of a section.")] = DEFAULT_OVERLAP,
     include: Annotated[list[str] | None, typer.Option(help="Only files matching this glob (repeatable).")] = None,
     exclude: Annotated[list[str] | None, typer.Option(help="Skip files matching this glob (repeatable).")] = None,
+    code: Annotated[
+        bool,
+        typer.Option(
+            "--code", help="Also read source code (.py .js .ts .go .rs .java); --include '*.py' reads one kind."
+        ),
+    ] = False,
     top_k: Annotated[int | None, typer.Option("--default-top-k", min=1, max=100, help="Default result count.")] = None,
     follow_symlinks: Annotated[bool, typer.Option(help="Follow symlinks that lead outside the folder.")] = False,
     max_file_mb: Annotated[
@@ -68,6 +77,7 @@ def ingest(
         overlap=overlap,
         include=include or (),
         exclude=exclude or (),
+        code=code,
         follow_symlinks=follow_symlinks,
         max_file_bytes=int(s.max_file_mb * 1024 * 1024),
         default_top_k=top_k,
@@ -95,6 +105,7 @@ def ingest(
                     )
                 },
                 "skipped": [{"path": p, "reason": r} for p, r in report.skipped],
+                "notes": [{"path": p, "note": n} for p, n in report.notes],
                 "seconds": round(report.seconds, 2),
                 "chunks_per_second": round(report.chunks_per_second, 1),
             }
@@ -102,6 +113,8 @@ def ingest(
         return
     for rel, reason in report.skipped:
         typer.echo(f"skipped {rel}: {reason}", err=True)
+    for rel, note in report.notes:
+        typer.echo(f"note {rel}: {note}", err=True)
     if report.rebuild_reason:
         typer.echo(f"full rebuild: {report.rebuild_reason}", err=True)
     typer.echo(

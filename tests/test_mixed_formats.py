@@ -4,7 +4,7 @@ skipped with their reason (and nothing else lost), the worker process's limits."
 from __future__ import annotations
 
 import json
-import multiprocessing
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -301,15 +301,89 @@ def test_formats_outside_isolated_are_read_in_this_process() -> None:
 def test_no_worker_outlives_an_ingest(
     tmp_path: Path, datasets_dir: Path, fake_embedder: FakeEmbedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    started: list[int] = []
+    started: list[subprocess.Popen[bytes]] = []
     original: Callable[[Reader], None] = Reader._start  # type: ignore[attr-defined]
 
     def tracked(self: Reader) -> None:
         original(self)
-        started.append(self._process.pid)  # type: ignore[attr-defined]
+        started.append(self._process)  # type: ignore[attr-defined]
 
     monkeypatch.setattr(Reader, "_start", tracked)
     ingest(mixed_folder(tmp_path / "m"), datasets_dir, IngestOptions(dataset_id="m"))
 
     assert len(started) == 1  # one worker read the PDF, the Word file, the HTML and the reST
-    assert multiprocessing.active_children() == []
+    assert started[0].poll() == 0  # it was told to stop, and did
+
+
+def test_the_cli_shows_the_pages_of_a_pdf_result(mixed: Registry, datasets_dir: Path) -> None:
+    out = CliRunner().invoke(
+        app, ["search", "mixed", "calibrate the lumenator", "-k", "1", "--datasets-dir", str(datasets_dir)]
+    ).stdout
+
+    assert "manual.pdf:" in out and "(page 2)" in out
+
+
+# ---------------------------------------------------------------- datasets written before
+
+
+def test_datasets_written_before_pages_and_type_counts_still_load(
+    tmp_path: Path, datasets_dir: Path, make_registry: Callable[[], Registry]
+) -> None:
+    import hashlib
+    import sqlite3
+
+    ingest(mixed_folder(tmp_path / "m"), datasets_dir, IngestOptions(dataset_id="old"))
+    manifest_path = datasets_dir / "old" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    db_path = datasets_dir / "old" / manifest["metadata"]
+    with sqlite3.connect(db_path) as db:  # the chunks table as it was before page columns
+        db.execute("ALTER TABLE chunks DROP COLUMN page_start")
+        db.execute("ALTER TABLE chunks DROP COLUMN page_end")
+    db.close()
+    manifest["checksums"]["metadata"] = hashlib.sha256(db_path.read_bytes()).hexdigest()
+    del manifest["counts"]["fileTypes"]
+    manifest_path.write_text(json.dumps(manifest))
+
+    registry = make_registry()
+    hit = next(r for r in search(registry, "calibrate the lumenator", "old").results if r.path == "manual.pdf")
+
+    assert hit.pages is None and get_source(registry, hit.result_id).pages is None
+    assert next(e.summary() for e in registry.entries() if e.id == "old").file_types is None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["hybrid", "semantic"])
+def test_with_the_real_model_each_format_answers_its_question_in_the_top_3(
+    tmp_path: Path, datasets_dir: Path, mode: str
+) -> None:
+    ingest(mixed_folder(tmp_path / "mixed"), datasets_dir, IngestOptions(dataset_id="mixed"))
+    registry = Registry(datasets_dir)
+
+    missed = {
+        path: [r.path for r in search(registry, question, "mixed", top_k=3, mode=mode).results]
+        for path, (question, _) in FACTS.items()
+    }
+
+    assert {p: found for p, found in missed.items() if p not in found} == {}
+
+
+def test_a_script_without_a_main_guard_can_ingest_through_the_worker(tmp_path: Path, datasets_dir: Path) -> None:
+    import sys
+
+    from server_fixtures import subprocess_env, write_launcher
+
+    launcher = write_launcher(tmp_path)  # runs the CLI at import: multiprocessing's spawn would run it again
+    folder = write_files(tmp_path / "docs", {"manual.pdf": ff.pdf([["Lumenator text."]])})
+
+    done = subprocess.run(
+        [sys.executable, str(launcher), "ingest", str(folder), "--datasets-dir", str(datasets_dir), "--json", "-q"],
+        capture_output=True,
+        text=True,
+        env=subprocess_env(),
+        timeout=300,
+        check=False,
+    )
+
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert (report["documents"], report["skipped"]) == (1, [])

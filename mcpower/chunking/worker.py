@@ -9,14 +9,18 @@ whose every file has a deadline. A file that runs out of time or memory, or kill
 skipped with the reason (a reST file is read as plain text instead); the worker is restarted for
 the next file, and nothing else is lost. The other formats are read in this process.
 
-The worker is started with ``spawn``, not ``fork``: the ingest process runs the model's threads.
+The worker is a new interpreter (``python -m mcpower.chunking.worker``) talking over a socket
+pair: not a fork (the ingest process runs the model's threads), and not multiprocessing's spawn,
+which would import the caller's main script again in the worker.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import multiprocessing
+import socket
+import subprocess
+import sys
 import warnings
 from multiprocessing.connection import Connection
 from typing import Any
@@ -47,7 +51,7 @@ class Reader:
     def __init__(self, timeout: float = DEFAULT_TIMEOUT, memory_bytes: int = DEFAULT_MEMORY_BYTES) -> None:
         self.timeout = timeout
         self.memory_bytes = memory_bytes
-        self._process: Any = None
+        self._process: subprocess.Popen[bytes] | None = None
         self._conn: Connection | None = None
 
     def __enter__(self) -> Reader:
@@ -78,17 +82,13 @@ class Reader:
         if self._conn is not None:
             with contextlib.suppress(OSError, ValueError):
                 self._conn.send(None)
-            self._conn.close()
-            self._conn = None
         if self._process is not None:
-            self._process.join(timeout=5)
-            if self._process.is_alive():
-                self._process.kill()
-                self._process.join()
-            self._process = None
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._process.wait(timeout=5)
+        self._kill()
 
     def _in_worker(self, module: str, data: bytes) -> Parsed:
-        if self._process is None or not self._process.is_alive():
+        if self._process is None or self._process.poll() is not None:
             self._start()
         assert self._conn is not None
         try:
@@ -100,8 +100,8 @@ class Reader:
         except (EOFError, OSError) as e:
             code = None
             if self._process is not None:
-                self._process.join(timeout=5)
-                code = self._process.exitcode
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    code = self._process.wait(timeout=5)
             self._kill()
             raise _Failed(f"the reader process died reading it (exit code {code})") from e
         if status == "ok":
@@ -116,27 +116,40 @@ class Reader:
 
     def _start(self) -> None:
         self._kill()
-        context = multiprocessing.get_context("spawn")
-        parent, child = context.Pipe()
-        self._process = context.Process(target=_serve, args=(child, self.memory_bytes), daemon=True)
-        self._process.start()
-        child.close()
-        self._conn = parent
+        ours, theirs = socket.socketpair()
         try:
-            ready = parent.poll(START_TIMEOUT) and parent.recv() == ("ready", None)
+            self._process = subprocess.Popen(
+                [sys.executable, "-m", __name__, str(theirs.fileno()), str(self.memory_bytes)],
+                pass_fds=(theirs.fileno(),),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,  # parsers print nothing where a user would see it
+                stderr=subprocess.DEVNULL,
+            )
+        finally:
+            theirs.close()
+        self._conn = Connection(ours.detach())
+        try:
+            self._conn.send([p for p in sys.path if isinstance(p, str)])  # the modules this process sees
+            ready = self._conn.poll(START_TIMEOUT) and self._conn.recv() == "ready"
         except (EOFError, OSError):
             ready = False
         if not ready:
+            code = self._process.poll()
             self._kill()
-            raise _Failed(f"the reader process did not start within {START_TIMEOUT:g} s")
+            raise _Failed(
+                f"the reader process did not start (exit code {code})"
+                if code is not None
+                else f"the reader process did not start within {START_TIMEOUT:g} s"
+            )
 
     def _kill(self) -> None:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
         if self._process is not None:
-            self._process.kill()
-            self._process.join()
+            if self._process.poll() is None:
+                self._process.kill()
+            self._process.wait()
             self._process = None
 
 
@@ -157,7 +170,8 @@ def _serve(conn: Connection, memory_bytes: int) -> None:
         pass
     warnings.simplefilter("ignore")
     logging.disable(logging.CRITICAL)  # parsers log what they repair: the terminal is the ingest's
-    conn.send(("ready", None))
+    sys.path[:] = conn.recv()
+    conn.send("ready")
     while True:
         try:
             request = conn.recv()
@@ -179,3 +193,7 @@ def _serve(conn: Connection, memory_bytes: int) -> None:
             conn.send(answer)
         except MemoryError:
             conn.send(("memory", ""))
+
+
+if __name__ == "__main__":
+    _serve(Connection(int(sys.argv[1])), int(sys.argv[2]))

@@ -59,6 +59,12 @@ def search(
         head = typer.style(f"{n:>2}. {r.score:.3f}  ", fg="green") + typer.style(r.title, bold=True)
         typer.echo(head)
         where = f"{r.path}:{r.lines.start}-{r.lines.end}"
+        if r.pages is not None:
+            where += (
+                f" (page {r.pages.start})"
+                if r.pages.start == r.pages.end
+                else f" (pages {r.pages.start}-{r.pages.end})"
+            )
         if r.heading_path and r.heading_path != r.title:
             where += f"  § {r.heading_path}"
         typer.secho(f"    {where}", fg="cyan")

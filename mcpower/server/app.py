@@ -215,10 +215,12 @@ def document_uri(dataset: str, path: str) -> str:
     return f"{URI_SCHEME}://{dataset}/{quote(path, safe='/')}"
 
 
+# Markdown files, and the formats whose stored text mcpower extracts and writes as Markdown.
+_MARKDOWN_TYPES = frozenset({".md", ".markdown", ".mdx", ".rst", ".rest", ".html", ".htm", ".pdf", ".docx", ".ipynb"})
+
+
 def _mime(file_type: str) -> str:
-    return {".md": "text/markdown", ".markdown": "text/markdown", ".mdx": "text/markdown", ".rst": "text/x-rst"}.get(
-        file_type, "text/plain"
-    )
+    return "text/markdown" if file_type in _MARKDOWN_TYPES else "text/plain"
 
 
 def create_server(registry: Registry, tool_names: Literal["default", "seed"] = "default") -> KnowledgeServer:

@@ -43,13 +43,36 @@ from server_fixtures import subprocess_env, write_launcher  # noqa: E402
 FASTAPI = Path(os.environ.get("MCPOWER_BENCH_CORPORA", "/work/shared/bench")) / "docs-fastapi" / "corpus"
 GOOD = "# Good\n\nThe zephyrine survives its hostile neighbours.\n"
 
-# Runs the launcher in this interpreter, then reports the peak RSS of this process and of its
-# (waited-for) children, the worker, on stderr's last line.
+# Runs the launcher in this interpreter and reports, on stderr's last line, the peak RSS (VmHWM) of
+# this process and of its children (the worker), sampled every 20 ms: ru_maxrss would not do, Linux
+# carries it over fork and exec from the benchmark process.
 WRAPPER = """
-import json, os, resource, runpy, sys
+import json, os, runpy, sys, threading, time
 if os.environ.get("BENCH_IN_PROCESS"):
     import mcpower.chunking.worker as worker
     worker.ISOLATED = frozenset()
+
+def hwm_kib(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
+    except (OSError, StopIteration):
+        return 0
+
+peak = {"children": 0}
+
+def watch():
+    while True:
+        for task in os.listdir("/proc/self/task"):
+            try:
+                kids = open(f"/proc/self/task/{task}/children").read().split()
+            except OSError:
+                continue
+            for kid in kids:
+                peak["children"] = max(peak["children"], hwm_kib(kid))
+        time.sleep(0.02)
+
+threading.Thread(target=watch, daemon=True).start()
 launcher, sys.argv = sys.argv[1], [sys.argv[1], *sys.argv[2:]]
 try:
     runpy.run_path(launcher, run_name="__main__")
@@ -57,21 +80,22 @@ except SystemExit as e:
     code = e.code
 else:
     code = 0
-kib = lambda who: resource.getrusage(who).ru_maxrss
-print("RSS " + json.dumps([kib(resource.RUSAGE_SELF), kib(resource.RUSAGE_CHILDREN), code]), file=sys.stderr)
+print("RSS " + json.dumps([hwm_kib("self"), peak["children"], code]), file=sys.stderr)
 """
 
 
 def flate_bomb_pdf(inflated: int) -> bytes:
-    """A one-page PDF whose content stream inflates to ``inflated`` bytes of spaces."""
+    """A one-page PDF whose content stream inflates to ``inflated`` bytes of text operators."""
     z = zlib.compressobj(9)
-    block = b" " * (1 << 20)
+    block = b"BT /F1 12 Tf 72 712 Td (bomb) Tj ET\n" * 29_000  # ~1 MiB
     stream = b"".join(z.compress(block) for _ in range(inflated >> 20)) + z.flush()
     objects = [
         b"<< /Type /Catalog /Pages 2 0 R >>",
         b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
+        b"/Resources << /Font << /F1 5 0 R >> >> >>",
         b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(stream) + stream + b"\nendstream",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
     ]
     out = bytearray(b"%PDF-1.4\n")
     offsets = []

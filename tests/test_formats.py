@@ -147,6 +147,8 @@ def test_rst_include_and_raw_read_nothing_and_print_nothing(tmp_path: Path) -> N
         f"Title\n=====\n\n.. include:: {secret}\n\n.. raw:: html\n   :file: {secret}\n\n"
         ".. raw:: html\n\n   <script>x</script>\n\nBody text.\n"
     )
+    # A docutils.conf where the ingest runs (the tests run in a folder of their own) is not read.
+    Path("docutils.conf").write_text("[general]\nfile_insertion_enabled: yes\nraw_enabled: yes\n")
     err = io.StringIO()
 
     with contextlib.redirect_stderr(err):

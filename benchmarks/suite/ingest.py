@@ -17,7 +17,7 @@ from suite.report import load_avg, note, table
 def run(args: argparse.Namespace) -> dict[str, Any]:
     import numpy as np
 
-    from mcpower.chunking import chunk_document, decode_text
+    from mcpower.chunking import chunk_document
     from mcpower.defaults import DEFAULT_CHUNK_TOKENS, DEFAULT_OVERLAP
     from mcpower.embedding import load_embedder
     from mcpower.ingestion import IngestOptions, ingest
@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     counter = embedders["onnx"]
     for f in sorted(docs_dir.iterdir()):
         doc = chunk_document(
-            decode_text(f.read_bytes()),
+            f.read_bytes(),
             f.suffix.lower(),
             f.name,
             counter.count_tokens,

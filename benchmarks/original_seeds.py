@@ -128,7 +128,7 @@ def main() -> None:
             lb: sum(per[lb, "hybrid"][q]["ndcg@10"] < per[lb, "semantic"][q]["ndcg@10"] for q in qrels)
             for lb in ("served", "imported")
         }
-        print(f"\nfastapi-seed, {len(qrels)} judged questions (one answer page each), ranked {DEPTH}+ deep\n")
+        print(f"\nfastapi-seed, {len(qrels)} judged questions (one answer page each), 300 chunks ranked per question\n")
         print("| dataset | mode | " + " | ".join(METRICS) + " |")
         print("| --- | --- |" + " --- |" * len(METRICS))
         for label, mode, report in rows:

@@ -89,7 +89,7 @@ class LocalCatalog:
                     for name in leftover_staging(entry.handle)
                 ]
                 if isinstance(entry.info, OriginalInfo):
-                    entry.notes.append(upgrade_note(self.root / entry.location))
+                    entry.notes.append(upgrade_note(entry.location))
         for folder, manifest in misnamed:
             # Under the id it claims (so a search for that id explains), unless a dataset has it.
             rel = self._rel(folder)

@@ -144,10 +144,12 @@ def read_info(folder: Path, data: dict[str, Any]) -> tuple[OriginalInfo, tuple[S
     return describe(ds), ds.stamps
 
 
-def upgrade_note(folder: Path) -> str:
-    """What `validate` says of a dataset of the original format in ``folder``."""
+def upgrade_note(location: str) -> str:
+    """What `validate` says of a dataset of the original format in the folder ``location`` (relative
+    to the datasets root: notes name no absolute path)."""
     return (
         "in the original system's format, served read-only from memory: the format has no checksums, so "
         "loading verifies instead that the vector count equals the record count, the dimension is the "
-        f"model's and every vector has unit length; `mcpower import {folder}` converts it to mcpower's format"
+        f"model's and every vector has unit length; `mcpower import <datasets dir>/{location}` converts it "
+        "to mcpower's format"
     )

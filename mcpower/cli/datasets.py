@@ -15,7 +15,11 @@ def validate(
     datasets_dir: DatasetsDir = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Check manifests and their files (schema, paths, checksums, counts, dimensions); exit 1 if any fails."""
+    """Check manifests and their files (schema, paths, checksums, counts, dimensions); exit 1 if any fails.
+
+    Datasets of the original system's format have no checksums: their vector and record counts,
+    dimension and unit-length vectors are checked instead.
+    """
     from mcpower.registry import Registry
 
     s = settings(datasets_dir=datasets_dir)

@@ -23,7 +23,7 @@ import numpy as np
 from mcpower import __version__, embedding
 from mcpower.chunking import CHUNKER, SUPPORTED_TYPES, chunk_document, decode_text
 from mcpower.defaults import DEFAULT_BACKEND, DEFAULT_CHUNK_TOKENS, DEFAULT_MODEL, DEFAULT_OVERLAP, DEFAULT_TOP_K
-from mcpower.discover import DEFAULT_MAX_FILE_BYTES, SourceFile, discover
+from mcpower.discover import DEFAULT_MAX_FILE_BYTES, SourceFile, discover, read_document
 from mcpower.errors import IngestError
 from mcpower.manifest import (
     MAX_CHUNK_TOKENS,
@@ -150,7 +150,7 @@ def ingest(
                 report.rebuild_reason = "the model or chunking settings changed"
             reuse = previous if previous is not None and not opts.full and not report.rebuild_reason else None
             report.full_rebuild = reuse is None
-            docs, chunks, vectors = _build(src, files, emb, chunk_tokens, overlap, reuse, report, progress)
+            docs, chunks, vectors = _build(src, files, opts, emb, chunk_tokens, overlap, reuse, report, progress)
             prev = previous.info if previous is not None else None
             now = now_utc()
             name = opts.name or src.name
@@ -194,6 +194,7 @@ def _fingerprint(emb: embedding.Embedder, chunk_tokens: int, overlap: int) -> st
 def _build(
     src: Path,
     files: list[SourceFile],
+    opts: IngestOptions,
     emb: embedding.Embedder,
     chunk_tokens: int,
     overlap: int,
@@ -213,7 +214,7 @@ def _build(
         if progress:
             progress("files", n, len(files))
         try:
-            raw = f.path.read_bytes()
+            raw = read_document(f, opts.max_file_bytes)
         except OSError as e:
             report.skipped.append((f.rel, f"cannot read: {e.strerror}"))
             continue

@@ -8,6 +8,7 @@ store keeps its files and their checksums (mcpower/layout.py draws the folder).
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -154,6 +155,9 @@ def relative_inside(v: str) -> str:
 def read_manifest(path: Path) -> Manifest:
     """Read and validate ``path`` (a manifest.json), refusing anything odd before parsing it.
 
+    The file is opened once (no symlink followed, without blocking) and that descriptor is checked
+    and read, so what is checked is what is read.
+
     Raises:
         InvalidManifestError: not a regular file, too big, not JSON, or breaks a schema rule.
     """
@@ -182,29 +186,39 @@ def read_manifest_json(path: Path) -> dict[str, Any]:
 
 
 def read_json(path: Path, max_bytes: int, what: str) -> Any:
-    """The JSON value in the regular file ``path`` of at most ``max_bytes`` bytes (checked before reading).
+    """The JSON value in the regular file ``path`` of at most ``max_bytes`` bytes.
+
+    The file is opened once (no symlink followed, without blocking) and that descriptor is checked
+    and read, so what is checked is what is read; its size is checked before anything is read.
 
     Raises:
         ValueError: what was wrong, for a message (no path in it): unreadable, not a regular file,
             over the limit for ``what``, not UTF-8 JSON, NaN or Infinity, nested too deeply.
     """
     try:
-        st = os.stat(path, follow_symlinks=False)
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
     except OSError as e:
-        raise ValueError(f"cannot read ({e.strerror})") from e
-    if not stat.S_ISREG(st.st_mode):
-        raise ValueError("not a regular file")
-    if st.st_size > max_bytes:
-        raise ValueError(f"{st.st_size} bytes, over the {max_bytes}-byte limit for {what}")
+        raise ValueError(
+            "not a regular file (a symlink)" if e.errno == errno.ELOOP else f"cannot read ({e.strerror})"
+        ) from e
     try:
-        with open(path, "rb") as f:
-            raw = f.read(max_bytes + 1)  # the file may have grown since the stat
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError("not a regular file")
+        if st.st_size > max_bytes:
+            raise ValueError(f"{st.st_size} bytes, over the {max_bytes}-byte limit for {what}")
+        parts, size = [], 0
+        while size <= max_bytes and (block := os.read(fd, max_bytes + 1 - size)):  # the file may have grown
+            parts.append(block)
+            size += len(block)
     except OSError as e:
         raise ValueError(f"cannot read ({e.strerror})") from e
-    if len(raw) > max_bytes:
+    finally:
+        os.close(fd)
+    if size > max_bytes:
         raise ValueError(f"over the {max_bytes}-byte limit for {what}")
     try:
-        return json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
+        return json.loads(b"".join(parts).decode("utf-8"), parse_constant=_reject_constant)
     except (UnicodeDecodeError, ValueError, RecursionError) as e:  # RecursionError: `[[[[...` nesting
         raise ValueError(f"not valid UTF-8 JSON ({e})") from e
 

@@ -12,10 +12,11 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from mcpower.checksums import FileHashes
 from mcpower.errors import DatasetNotFoundError, DatasetUnavailableError, EmbeddingModelError, McpowerError
 from mcpower.manifest import DatasetInfo, is_valid_id
 from mcpower.store import Catalog, DatasetEntry, Store
@@ -43,10 +44,17 @@ class Registry:
         catalogs: Sequence[Catalog] = (),
         embedder_factory: EmbedderFactory | None = None,
         cache_dir: Path | None = None,
+        allowed_models: Collection[str] = (),
     ) -> None:
-        self.catalogs: list[Catalog] = [*([LocalCatalog(root)] if root is not None else []), *catalogs]
+        if cache_dir is None:
+            from mcpower.config import default_cache_dir
+
+            cache_dir = default_cache_dir()
+        local = [LocalCatalog(root, FileHashes(cache_dir))] if root is not None else []
+        self.catalogs: list[Catalog] = [*local, *catalogs]
         self._factory = embedder_factory or self._load_query_embedder
         self._cache_dir = cache_dir
+        self._allowed_models = tuple(allowed_models)
         self._entries: dict[str, tuple[DatasetEntry, Catalog]] = {}
         self._stores: dict[str, Store] = {}
         self._embedders: dict[str, Embedder] = {}
@@ -201,7 +209,7 @@ class Registry:
     def _load_query_embedder(self, model: str) -> Embedder:
         from mcpower import embedding
 
-        return embedding.load_query_embedder(model, self._cache_dir)
+        return embedding.load_query_embedder(model, self._cache_dir, self._allowed_models)
 
     def prefetch_embedder(self, dataset: str | None) -> None:
         """Start loading the query model in a thread while the caller loads the store (a cold CLI

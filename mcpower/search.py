@@ -49,7 +49,7 @@ from mcpower.results import (
     clip_chars,
     clip_json,
 )
-from mcpower.store import ChunkHit, Store
+from mcpower.store import MAX_CHUNK_ID, ChunkHit, Store
 from mcpower.terms import query_terms
 
 SCOPES = ("chunk", "neighbors", "section")
@@ -190,7 +190,7 @@ def parse_result_id(result_id: str) -> tuple[str, int]:
         cid = int(hex_id, 16) if len(hex_id) == 16 else -1
     except ValueError:
         cid = -1
-    if cid < 0 or not is_valid_id(dataset) or len(dataset) > MAX_ID_CHARS:
+    if not 0 <= cid <= MAX_CHUNK_ID or not is_valid_id(dataset) or len(dataset) > MAX_ID_CHARS:
         raise ResultNotFoundError(
             f"{str(result_id)[:80]!r} is not a result id; use one from a search result (like 'docs:0123456789abcdef')"
         )

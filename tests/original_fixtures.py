@@ -157,5 +157,5 @@ def copy_seed(name: str, root: Path) -> Path:
 def fake_packaged(monkeypatch: pytest.MonkeyPatch) -> QueryModel:
     """The fake embedder stands for the packaged model (same dimension and fingerprint)."""
     model = QueryModel(DEFAULT_MODEL, FakeEmbedder.dimension, FakeEmbedder.max_tokens, FakeEmbedder.model_fingerprint)
-    monkeypatch.setattr(original_info, "packaged_model", lambda: model)
+    monkeypatch.setattr(original_info, "packaged_model", lambda hashes=None: model)
     return model

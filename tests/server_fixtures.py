@@ -154,6 +154,7 @@ def subprocess_env() -> dict[str, str]:
     """The test's environment (already isolated by conftest), unbuffered, without PYTHONPATH surprises."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MCPOWER_")}
     env["PYTHONUNBUFFERED"] = "1"
+    env["MCPOWER_ALLOWED_MODELS"] = "fake-hash-embedder"  # the launcher's fake stands in for the model
     env.pop("PYTHONPATH", None)
     return env
 

@@ -534,7 +534,7 @@ def test_include_and_exclude_globs(corpus: Path, datasets_dir: Path) -> None:
 
     assert included.documents == 2
     assert excluded.documents == 2
-    registry = Registry(datasets_dir)
+    registry = Registry(datasets_dir, allowed_models=[FakeEmbedder.model_name])
     try:
         assert sorted(d.path for d in registry.store("inc").documents()) == ["guide/install.md", "guide/usage.md"]
         assert sorted(d.path for d in registry.store("exc").documents()) == ["api/reference.md", "intro.rst"]

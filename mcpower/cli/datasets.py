@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from mcpower.cli.common import DatasetsDir, JsonFlag, print_json, settings
+from mcpower.cli.common import DatasetsDir, JsonFlag, open_registry, print_json, settings
 from mcpower.errors import McpowerError
 
 
@@ -20,10 +20,9 @@ def validate(
     Datasets of the original system's format have no checksums: their vector and record counts,
     dimension and unit-length vectors are checked instead.
     """
-    from mcpower.registry import Registry
 
     s = settings(datasets_dir=datasets_dir)
-    registry = Registry(s.datasets_dir, cache_dir=s.cache_dir)
+    registry = open_registry(s)
     entries = registry.entries()
     rows: list[dict[str, Any]] = []
     known = {e.id for e in entries}
@@ -60,10 +59,9 @@ def validate(
 
 def datasets(datasets_dir: DatasetsDir = None, as_json: JsonFlag = False) -> None:
     """List the datasets under the datasets root."""
-    from mcpower.registry import Registry
 
     s = settings(datasets_dir=datasets_dir)
-    entries = Registry(s.datasets_dir, cache_dir=s.cache_dir).entries()
+    entries = open_registry(s).entries()
     rows = [e.summary().model_dump() for e in entries]
     if as_json:
         print_json({"datasets": rows})

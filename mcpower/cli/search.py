@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from mcpower.cli.common import DatasetsDir, JsonFlag, print_json, settings
+from mcpower.cli.common import DatasetsDir, JsonFlag, open_registry, print_json, settings
 
 
 def search(
@@ -26,12 +26,11 @@ def search(
     as_json: JsonFlag = False,
 ) -> None:
     """Search a dataset: hybrid keyword + semantic ranking, filters applied before the top k."""
-    from mcpower.registry import Registry
     from mcpower.results import SearchFilters
     from mcpower.search import search as run_search
 
     s = settings(datasets_dir=datasets_dir)
-    registry = Registry(s.datasets_dir, cache_dir=s.cache_dir)
+    registry = open_registry(s)
     filters = SearchFilters(path=path, folder=folder, file_type=file_type)
     response = run_search(
         registry,
@@ -85,11 +84,10 @@ def eval_(
 ) -> None:
     """Measure retrieval quality on judged queries: nDCG@10, Recall@10, Recall@100, MRR@10."""
     from mcpower.evaluation import METRICS, SearchFn, evaluate, load_qrels, load_queries
-    from mcpower.registry import Registry
     from mcpower.search import rank_paths
 
     s = settings(datasets_dir=datasets_dir)
-    registry = Registry(s.datasets_dir, cache_dir=s.cache_dir)
+    registry = open_registry(s)
     registry.store(dataset)  # fail early on an unknown or broken dataset
     q, judged = load_queries(queries), load_qrels(qrels)
     modes = ["keyword", "semantic", "hybrid"] if mode == "all" else [mode]

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from mcpower import __version__
-from mcpower.cli.common import DatasetsDir, settings
+from mcpower.cli.common import DatasetsDir, open_registry, settings
 
 logger = logging.getLogger("mcpower")
 
@@ -42,11 +42,10 @@ def serve(
     from mcpower.server.logging import configure_logging
 
     configure_logging(s.log_level, s.log_format)
-    from mcpower.registry import Registry
     from mcpower.server.app import create_server
     from mcpower.server.stdio import run_stdio
 
-    registry = Registry(s.datasets_dir, cache_dir=s.cache_dir)
+    registry = open_registry(s)
     entries = registry.entries()
     logger.info(
         "server.startup",

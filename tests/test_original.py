@@ -87,7 +87,9 @@ def test_datasets_cli_says_how_to_upgrade(root: Path) -> None:
     assert result.exit_code == 0
     lines = result.stdout.splitlines()
     at = next(i for i, line in enumerate(lines) if line.startswith("orig "))
-    assert "original system's format" in lines[at + 1] and f"mcpower import {root / 'orig'}" in lines[at + 1]
+    hint = next(line for line in lines[at + 1 :] if "original system's format" in line)
+    assert f"`mcpower import {root / 'orig'}` converts it" in hint
+    assert not any("original system's format" in line for line in lines[: at + 1])  # not for `docs`
     data = json.loads(CliRunner().invoke(app, ["datasets", "--datasets-dir", str(root), "--json"]).stdout)
     assert {d["id"]: d["format"] for d in data["datasets"]} == {"docs": "mcpower", "orig": "original"}
 

@@ -36,6 +36,17 @@ def open_registry(s: Settings) -> Registry:
     return Registry(s.datasets_dir, cache_dir=s.cache_dir, allowed_models=s.query_models())
 
 
+def no_datasets(root: Path) -> str:
+    """What to say when there are no datasets under ``root``: where that is, and what to do."""
+    where = root.expanduser().resolve()
+    if not where.exists():
+        return (
+            f"no datasets under {where}: the folder does not exist (create a dataset with `mcpower ingest PATH`, "
+            "or point --datasets-dir / MCPOWER_DATASETS_DIR at your datasets)"
+        )
+    return f"no datasets under {where} (create one with `mcpower ingest PATH`)"
+
+
 def setup_logging(verbose: bool = False) -> None:
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(message)s", stream=sys.stderr

@@ -274,3 +274,8 @@ class Catalog(Protocol):
     def location(self, dataset_id: str) -> str:
         """Where the dataset lives, for people (a folder path, a collection name ...)."""
         ...
+
+    def contains(self, dataset_id: str) -> bool:
+        """Whether a dataset with this id is here now — a cheap check (no full scan), asked before
+        rescanning for an id the last scan did not know."""
+        ...

@@ -162,6 +162,11 @@ class LocalCatalog:
     def location(self, dataset_id: str) -> str:
         return str(self._folder(dataset_id))
 
+    def contains(self, dataset_id: str) -> bool:
+        """Only ``<root>/<id>/manifest.json`` is looked at: the folder named after an id owns it
+        (a dataset deeper down is found by the next full scan)."""
+        return (self.root / dataset_id / MANIFEST_NAME).exists()
+
     # ------------------------------------------------------------ writing
 
     @contextmanager

@@ -111,6 +111,10 @@ def ingest(
     opts = options or IngestOptions()
     catalog = LocalCatalog(target) if isinstance(target, Path) else target
     src = source.expanduser()
+    if src.is_file():
+        raise IngestError(
+            f"{source} is a file; pass the folder it is in (with --include {src.name!r} to ingest only it)"
+        )
     if not src.is_dir():
         raise IngestError(f"{source}: no such folder; pass the folder of documents to ingest")
     src = src.resolve()
@@ -252,7 +256,7 @@ def _build(
             report.changed += 1
     report.removed = len(old)
     if not docs:
-        raise IngestError(f"{src.name}: every file was skipped ({report.skipped[0][0]}: {report.skipped[0][1]} ...)")
+        raise IngestError(f"{src.name}: every file was skipped — {skip_summary(report.skipped)}")
     _check_unique([c.id for c in chunks])
     vectors = np.zeros((len(chunks), emb.dimension), dtype=np.float32)
     if reuse is not None and carried:
@@ -274,6 +278,18 @@ def _build(
     if not np.isfinite(vectors).all():
         raise IngestError("the model produced non-finite vectors; the model files may be damaged")
     return docs, chunks, vectors
+
+
+def skip_summary(skipped: list[tuple[str, str]], examples: int = 3) -> str:
+    """What was skipped, by reason: 'not UTF-8 (2 files: a.md, b.md); binary file (1 file: c.md)'."""
+    by_reason: dict[str, list[str]] = {}
+    for path, reason in skipped:
+        by_reason.setdefault(reason.split(" (byte ")[0], []).append(path)
+    parts = []
+    for reason, paths in sorted(by_reason.items(), key=lambda kv: -len(kv[1])):
+        shown = ", ".join(paths[:examples]) + (", ..." if len(paths) > examples else "")
+        parts.append(f"{reason} ({len(paths)} file{'s' if len(paths) != 1 else ''}: {shown})")
+    return "; ".join(parts)
 
 
 def _check_unique(ids: list[int]) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from conftest import FakeEmbedder, write_files
+from mcp import Client
 
 from mcpower.discover import discover
 from mcpower.errors import (
@@ -27,6 +28,7 @@ from mcpower.ingestion import IngestOptions, IngestReport, ingest
 from mcpower.manifest import MANIFEST_NAME
 from mcpower.registry import Registry
 from mcpower.search import search
+from mcpower.server.app import create_server
 
 
 def rewrite_manifest(folder: Path, **changes: object) -> None:
@@ -288,3 +290,85 @@ def test_dataset_not_found_names_at_most_twenty_ids() -> None:
 
     assert "ds-019" in error.message and "ds-020" not in error.message
     assert "and 480 more" in error.message and len(error.message) < 500
+
+
+# ---------------------------------------------------------------- the server: what clients read
+
+
+@pytest.fixture
+def served(ingested: tuple[Path, Registry]) -> Registry:
+    return ingested[1]
+
+
+@pytest.mark.anyio
+async def test_no_prompts_capability_is_advertised(served: Registry) -> None:
+    async with Client(create_server(served)) as client:
+        capabilities = client.server_capabilities
+
+    assert capabilities is not None and capabilities.prompts is None
+    assert capabilities.tools is not None and capabilities.resources is not None
+
+
+@pytest.mark.anyio
+async def test_a_huge_resource_uri_is_refused_without_echoing_it(served: Registry) -> None:
+    from mcp.shared.exceptions import MCPError
+
+    uri = "mcpower://docs/" + "a" * 2_000_000
+    async with Client(create_server(served)) as client:
+        with pytest.raises(MCPError) as info:
+            await client.read_resource(uri)
+
+    assert len(str(info.value)) < 300
+    assert "4096" in str(info.value)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("path", "mime"), [("intro.rst", "text/x-rst"), ("notes.txt", "text/plain"), ("guide/install.md", "text/markdown")]
+)
+async def test_each_document_is_served_with_its_own_mime_type(served: Registry, path: str, mime: str) -> None:
+    async with Client(create_server(served)) as client:
+        listed = {str(r.uri): r.mime_type for r in (await client.list_resources()).resources}
+        read = await client.read_resource(f"mcpower://docs/{path}")
+
+    assert listed[f"mcpower://docs/{path}"] == mime
+    assert read.contents[0].mime_type == mime
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("arguments", "code", "says"),
+    [
+        ({"query": "x", "top_k": True}, "INVALID_TOP_K", "top_k must be a whole number from 1 to 100; got true"),
+        ({"query": "x", "top_k": 0}, "INVALID_TOP_K", "top_k must be a whole number from 1 to 100; got 0"),
+        (
+            {"query": "x", "mode": "fuzzy"},
+            "INVALID_QUERY",
+            'mode must be one of hybrid, semantic, keyword; got "fuzzy"',
+        ),
+        ({}, "INVALID_QUERY", "query is required; query must be text of 1 to 1024 characters"),
+    ],
+)
+async def test_schema_errors_are_said_plainly(
+    served: Registry, arguments: dict[str, object], code: str, says: str
+) -> None:
+    async with Client(create_server(served)) as client:
+        result = await client.call_tool("knowledge_search", arguments)
+
+    assert result.is_error
+    assert result.structured_content == {"status": "error", "error": {"code": code, "message": says}}
+
+
+def test_absolute_paths_never_reach_a_client() -> None:
+    from mcpower.server.responses import error_result
+
+    home = str(Path.home())
+    result = error_result(
+        "EMBEDDING_MODEL",
+        f"cannot load {home}/.cache/mcpower/onnx/x/model.onnx, nor /opt/models/m/config.json; see mcpower://docs/a/b",
+    )
+
+    text = result.content[0].text  # type: ignore[union-attr]
+    assert home not in text and "/opt/models" not in text
+    assert "~/.cache" not in text or "<path>" in text
+    assert "mcpower://docs/a/b" in text  # URIs and relative paths are left alone

@@ -79,6 +79,7 @@ def test_session_over_stdio(serve: Callable[..., StdioServer], datasets: Path) -
     assert init["serverInfo"]["name"] == "mcpower"
     assert init["serverInfo"]["version"] == __version__
     assert "tools" in init["capabilities"] and "resources" in init["capabilities"]
+    assert "prompts" not in init["capabilities"]  # it has none
     assert "untrusted" in init["instructions"]
 
     tools = {t["name"]: t for t in server.call("tools/list")["tools"]}

@@ -44,13 +44,18 @@ class WarmUpAfterHandshake:
 
 class NoPromptsAdvertised:
     """The SDK registers a prompts handler on every MCPServer, so it advertises prompts; this server
-    has none, and says so in the handshake."""
+    has none, and says so when a client asks what it can do."""
 
     async def __call__(self, ctx: Any, call_next: Any) -> Any:
         result = await call_next(ctx)
-        capabilities = getattr(result, "capabilities", None) if ctx.method == "initialize" else None
-        if capabilities is not None and capabilities.prompts is not None:
-            result = result.model_copy(update={"capabilities": capabilities.model_copy(update={"prompts": None})})
+        if ctx.method not in ("initialize", "server/discover"):  # the handshake, and its 2026-07-28 successor
+            return result
+        if isinstance(result, dict) and isinstance(result.get("capabilities"), dict):  # the wire form
+            result["capabilities"].pop("prompts", None)
+        elif getattr(getattr(result, "capabilities", None), "prompts", None) is not None:
+            result = result.model_copy(
+                update={"capabilities": result.capabilities.model_copy(update={"prompts": None})}
+            )
         return result
 
 

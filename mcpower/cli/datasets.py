@@ -21,7 +21,11 @@ def validate(
     datasets_dir: DatasetsDir = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Check manifests and their files (schema, paths, checksums, counts, dimensions); exit 1 if any fails."""
+    """Check manifests and their files (schema, paths, checksums, counts, dimensions); exit 1 if any fails.
+
+    Datasets of the original system's format have no checksums: their vector and record counts,
+    dimension and unit-length vectors are checked instead.
+    """
 
     s = settings(datasets_dir=datasets_dir)
     registry = open_registry(s)
@@ -67,7 +71,8 @@ def datasets(datasets_dir: DatasetsDir = None, as_json: JsonFlag = False) -> Non
     """List the datasets under the datasets root."""
 
     s = settings(datasets_dir=datasets_dir)
-    rows = [e.summary().model_dump() for e in open_registry(s).entries()]
+    entries = open_registry(s).entries()
+    rows = [e.summary().model_dump() for e in entries]
     if as_json:
         print_json({"datasets": rows})
         return
@@ -75,8 +80,9 @@ def datasets(datasets_dir: DatasetsDir = None, as_json: JsonFlag = False) -> Non
         typer.echo(no_datasets(s.datasets_dir), err=True)
         return
     width = max(len("DATASET"), *(len(r["id"]) for r in rows))
+    indent = width + 2 + 6 + 2 + 8 + 2 + 16 + 2
     typer.echo(f"{'DATASET':<{width}}  {'DOCS':>6}  {'CHUNKS':>8}  {'UPDATED':<16}  NAME / DESCRIPTION")
-    for r in rows:
+    for r, e in zip(rows, entries):
         if r["status"] != "ready":
             typer.echo(f"{r['id']:<{width}}  error: {_message(r['id'], r['error'])}")
             continue
@@ -84,5 +90,9 @@ def datasets(datasets_dir: DatasetsDir = None, as_json: JsonFlag = False) -> Non
         typer.echo(f"{r['id']:<{width}}  {r['documents']:>6}  {r['chunks']:>8}  {updated:<16}  {r['name']}")
         description = " ".join((r["description"] or "").split())
         if description and description != r["name"]:
-            indent = width + 2 + 6 + 2 + 8 + 2 + 16 + 2
             typer.echo(" " * indent + textwrap.shorten(description, width=max(40, 118 - indent), placeholder=" …"))
+        if r["format"] == "original":
+            typer.echo(
+                " " * indent + "original system's format, served read-only; "
+                f"`mcpower import {s.datasets_dir / e.location}` converts it"
+            )

@@ -214,6 +214,7 @@ class DatasetEntry:
             model=m.embedding.model,
             backend=m.embedding.backend,
             updated_at=m.updated_at.isoformat(),
+            format=m.format,
         )
 
 

@@ -115,6 +115,10 @@ def ingest(
     opts = options or IngestOptions()
     catalog = LocalCatalog(target) if isinstance(target, Path) else target
     src = source.expanduser()
+    if src.is_file():
+        raise IngestError(
+            f"{source} is a file; pass the folder it is in (with --include {src.name!r} to ingest only it)"
+        )
     if not src.is_dir():
         raise IngestError(f"{source}: no such folder; pass the folder of documents to ingest")
     src = src.resolve()
@@ -275,7 +279,7 @@ def _build(
                 report.changed += 1
     report.removed = len(old)
     if not docs:
-        raise IngestError(f"{src.name}: every file was skipped: {skip_summary(report.skipped)}")
+        raise IngestError(f"{src.name}: every file was skipped — {skip_summary(report.skipped)}")
     _check_unique([c.id for c in chunks])
     vectors = np.zeros((len(chunks), emb.dimension), dtype=np.float32)
     if reuse is not None and carried:
@@ -299,19 +303,16 @@ def _build(
     return docs, chunks, vectors
 
 
-def skip_summary(skipped: Sequence[tuple[str, str]], shown: int = 3) -> str:
-    """The reasons files were skipped, most frequent first, with a file for each:
-    '2 × encrypted: a password is required (manual.pdf, ...); 1 × not UTF-8 (notes.txt)'."""
+def skip_summary(skipped: list[tuple[str, str]], examples: int = 3) -> str:
+    """What was skipped, by reason: 'not UTF-8 (2 files: a.md, b.md); binary file (1 file: c.md)'."""
     by_reason: dict[str, list[str]] = {}
-    for rel, reason in skipped:
-        by_reason.setdefault(reason, []).append(rel)
-    ranked = sorted(by_reason.items(), key=lambda item: -len(item[1]))
-    parts = [
-        f"{len(paths)} × {reason} ({paths[0]}{', ...' if len(paths) > 1 else ''})" for reason, paths in ranked[:shown]
-    ]
-    if len(ranked) > shown:
-        parts.append(f"{sum(len(p) for _, p in ranked[shown:])} more for {len(ranked) - shown} other reasons")
-    return "; ".join(parts) or "no files"
+    for path, reason in skipped:
+        by_reason.setdefault(reason.split(" (byte ")[0], []).append(path)
+    parts = []
+    for reason, paths in sorted(by_reason.items(), key=lambda kv: -len(kv[1])):
+        shown = ", ".join(paths[:examples]) + (", ..." if len(paths) > examples else "")
+        parts.append(f"{reason} ({len(paths)} file{'s' if len(paths) != 1 else ''}: {shown})")
+    return "; ".join(parts)
 
 
 def _check_unique(ids: list[int]) -> None:

@@ -90,6 +90,9 @@ class SearchMeta(BaseModel):
         description="true when even the best result matches weakly: the answer may not be in the data"
     )
     min_score: float = 0.0
+    notes: list[str] = Field(
+        default_factory=list, description="what the caller should know about this answer: datasets skipped and why"
+    )
 
 
 class SearchResponse(BaseModel):
@@ -164,6 +167,11 @@ class DatasetSummary(BaseModel):
     model: str | None = None
     backend: str | None = None
     updated_at: str | None = None
+    format: Literal["mcpower", "original"] | None = Field(
+        None,
+        description="mcpower, or original: built by the original system and served read-only "
+        "(`mcpower import` converts it to mcpower's format)",
+    )
     error: str | None = None
 
 

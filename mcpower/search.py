@@ -88,11 +88,13 @@ def search(
         raise InvalidQueryError(f"min_score must be between 0 and 1, got {min_score}")
     if m != "keyword":
         registry.prefetch_embedder(dataset)
+    notes: list[str] = []
     if dataset is not None:
         stores = [registry.store(dataset)]
     else:
         stores, failed = [], []
-        registry.scan()  # pick up datasets ingested (or broken) since the last look
+        entries = registry.scan()  # pick up datasets ingested (or broken) since the last look
+        broken = sum(1 for e in entries if e.status == "error")
         for i in registry.ready_ids():
             try:  # one corrupt dataset, or one whose model cannot be used, must not break the others
                 store = registry.store(i)
@@ -101,8 +103,13 @@ def search(
                 stores.append(store)
             except (DatasetUnavailableError, EmbeddingModelError) as e:
                 failed.append(e)
+                notes.append(f"dataset {i!r} skipped ({e.code}): {e.message}")
         if failed and not stores:
             raise failed[0]
+        if broken:
+            notes.append(f"{broken} dataset(s) could not be loaded (see knowledge_list_datasets / `mcpower validate`)")
+        if not entries:
+            notes.append("there are no datasets yet: create one with `mcpower ingest PATH`")
     k = top_k or (
         stores[0].info.default_top_k
         if len(stores) == 1
@@ -111,8 +118,9 @@ def search(
     merged: list[tuple[float, str, int, ChunkHit]] = []
     terms = query_terms(q)
     for store in stores:
-        for chunk, score in _search_store(registry, store, q, k, m, filters):
-            merged.append((score, store.info.id, chunk.id, chunk))
+        # Equal scores keep their store's order (by chunk id; by raw cosine for semantic scores clipped to 0).
+        for rank, (chunk, score) in enumerate(_search_store(registry, store, q, k, m, filters)):
+            merged.append((score, store.info.id, rank, chunk))
     merged.sort(key=lambda t: (-t[0], t[1], t[2]))
     picked = [(store_id, hit, score) for score, store_id, _, hit in merged if score >= min_score][:k]
     results = [_result(store_id, hit, score, terms, snippet_chars) for store_id, hit, score in picked]
@@ -135,6 +143,7 @@ def search(
             duration_ms=round((time.perf_counter() - started) * 1000, 2),
             low_confidence=is_low_confidence(m, best),
             min_score=min_score,
+            notes=notes,
         ),
     )
 

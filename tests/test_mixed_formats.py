@@ -191,8 +191,9 @@ def test_when_every_file_is_skipped_the_error_sums_up_the_reasons(
     with pytest.raises(IngestError) as e:
         ingest(folder, datasets_dir, IngestOptions(dataset_id="bad"))
 
-    assert "every file was skipped: 2 × encrypted: a password is required to open it (a.pdf, ...)" in e.value.message
-    assert "1 × not a valid zip archive" in e.value.message and "d.md" in e.value.message
+    message = e.value.message
+    assert "every file was skipped — encrypted: a password is required to open it (2 files: a.pdf, b.pdf)" in message
+    assert "not a valid zip archive" in message and "(1 file: c.docx)" in message and "d.md" in message
 
 
 def test_files_over_the_size_limit_are_skipped_before_any_parser_runs(
@@ -316,9 +317,11 @@ def test_no_worker_outlives_an_ingest(
 
 
 def test_the_cli_shows_the_pages_of_a_pdf_result(mixed: Registry, datasets_dir: Path) -> None:
-    out = CliRunner().invoke(
-        app, ["search", "mixed", "calibrate the lumenator", "-k", "1", "--datasets-dir", str(datasets_dir)]
-    ).stdout
+    out = (
+        CliRunner()
+        .invoke(app, ["search", "mixed", "calibrate the lumenator", "-k", "1", "--datasets-dir", str(datasets_dir)])
+        .stdout
+    )
 
     assert "manual.pdf:" in out and "(page 2)" in out
 

@@ -26,7 +26,7 @@ JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON document 
 
 def settings(**overrides: Any) -> Settings:
     """Settings with the flags the user gave (None: not given) over MCPOWER_* variables and defaults."""
-    return Settings(**{k: v for k, v in overrides.items() if v is not None})
+    return Settings.load(**overrides)
 
 
 def open_registry(s: Settings) -> Registry:
@@ -34,6 +34,17 @@ def open_registry(s: Settings) -> Registry:
     from mcpower.registry import Registry
 
     return Registry(s.datasets_dir, cache_dir=s.cache_dir, allowed_models=s.query_models())
+
+
+def no_datasets(root: Path) -> str:
+    """What to say when there are no datasets under ``root``: where that is, and what to do."""
+    where = root.expanduser().resolve()
+    if not where.exists():
+        return (
+            f"no datasets under {where}: the folder does not exist (create a dataset with `mcpower ingest PATH`, "
+            "or point --datasets-dir / MCPOWER_DATASETS_DIR at your datasets)"
+        )
+    return f"no datasets under {where} (create one with `mcpower ingest PATH`)"
 
 
 def setup_logging(verbose: bool = False) -> None:

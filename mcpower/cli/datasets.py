@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import textwrap
 from typing import Annotated, Any
 
 import typer
 
-from mcpower.cli.common import DatasetsDir, JsonFlag, open_registry, print_json, settings
+from mcpower.cli.common import DatasetsDir, JsonFlag, no_datasets, open_registry, print_json, settings
 from mcpower.errors import McpowerError
+
+
+def _message(dataset_id: str, message: str) -> str:
+    """An error message without the dataset id it starts with (the row already names it)."""
+    return message.removeprefix(f"{dataset_id}: ")
 
 
 def validate(
@@ -15,7 +21,11 @@ def validate(
     datasets_dir: DatasetsDir = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Check manifests and their files (schema, paths, checksums, counts, dimensions); exit 1 if any fails."""
+    """Check manifests and their files (schema, paths, checksums, counts, dimensions); exit 1 if any fails.
+
+    Datasets of the original system's format have no checksums: their vector and record counts,
+    dimension and unit-length vectors are checked instead.
+    """
 
     s = settings(datasets_dir=datasets_dir)
     registry = open_registry(s)
@@ -46,9 +56,13 @@ def validate(
         print_json({"ok": ok, "datasets": rows})
     else:
         if not rows:
-            typer.echo(f"no datasets under {s.datasets_dir} (create one with `mcpower ingest PATH`)", err=True)
+            typer.echo(no_datasets(s.datasets_dir), err=True)
         for r in rows:
-            detail = f"{r['documents']} documents, {r['chunks']} chunks" if r["status"] == "ready" else r["error"]
+            detail = (
+                f"{r['documents']} documents, {r['chunks']} chunks"
+                if r["status"] == "ready"
+                else _message(r["id"], r["error"])
+            )
             typer.echo(f"{r['status']:<6} {r['id']}: {detail}")
     raise typer.Exit(0 if ok else 1)
 
@@ -57,16 +71,31 @@ def datasets(datasets_dir: DatasetsDir = None, as_json: JsonFlag = False) -> Non
     """List the datasets under the datasets root."""
 
     s = settings(datasets_dir=datasets_dir)
-    rows = [e.summary().model_dump() for e in open_registry(s).entries()]
+    entries = open_registry(s).entries()
+    rows = [e.summary().model_dump() for e in entries]
     if as_json:
         print_json({"datasets": rows})
         return
     if not rows:
-        typer.echo(f"no datasets under {s.datasets_dir} (create one with `mcpower ingest PATH`)", err=True)
-    for r in rows:
-        if r["status"] == "ready":
-            types = sorted((r["file_types"] or {}).items(), key=lambda t: (-t[1], t[0]))
-            shown = f"  ({', '.join(f'{t} {n}' for t, n in types)})" if types else ""
-            typer.echo(f"{r['id']:<24} {r['documents']:>6} docs {r['chunks']:>8} chunks  {r['name']}{shown}")
-        else:
-            typer.echo(f"{r['id']:<24} error: {r['error']}")
+        typer.echo(no_datasets(s.datasets_dir), err=True)
+        return
+    width = max(len("DATASET"), *(len(r["id"]) for r in rows))
+    indent = width + 2 + 6 + 2 + 8 + 2 + 16 + 2
+    typer.echo(f"{'DATASET':<{width}}  {'DOCS':>6}  {'CHUNKS':>8}  {'UPDATED':<16}  NAME / DESCRIPTION")
+    for r, e in zip(rows, entries):
+        if r["status"] != "ready":
+            typer.echo(f"{r['id']:<{width}}  error: {_message(r['id'], r['error'])}")
+            continue
+        updated = (r["updated_at"] or "")[:16].replace("T", " ")
+        typer.echo(f"{r['id']:<{width}}  {r['documents']:>6}  {r['chunks']:>8}  {updated:<16}  {r['name']}")
+        description = " ".join((r["description"] or "").split())
+        if description and description != r["name"]:
+            typer.echo(" " * indent + textwrap.shorten(description, width=max(40, 118 - indent), placeholder=" …"))
+        types = sorted((r["file_types"] or {}).items(), key=lambda t: (-t[1], t[0]))
+        if types:
+            typer.echo(" " * indent + "files: " + ", ".join(f"{t} {n}" for t, n in types))
+        if r["format"] == "original":
+            typer.echo(
+                " " * indent + "original system's format, served read-only; "
+                f"`mcpower import {s.datasets_dir / e.location}` converts it"
+            )

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from mcpower import __version__
-from mcpower.cli.common import DatasetsDir, open_registry, settings
+from mcpower.cli.common import DatasetsDir, no_datasets, open_registry, settings
 
 logger = logging.getLogger("mcpower")
 
@@ -38,6 +38,8 @@ def serve(
         from mcpower.server.clients import client_config
 
         typer.echo(client_config(print_config, s.datasets_dir))
+        if not any(s.datasets_dir.expanduser().glob("*/manifest.json")):
+            typer.echo(f"warning: {no_datasets(s.datasets_dir)}", err=True)
         return
     from mcpower.server.logging import configure_logging
 
@@ -53,9 +55,11 @@ def serve(
             "event": "server.startup",
             "version": __version__,
             "transport": "stdio",
-            "datasets_dir": str(s.datasets_dir),
+            "datasets_dir": str(s.datasets_dir.expanduser().resolve()),
             "datasets": [e.id for e in entries if e.status == "ready"],
             "datasets_with_errors": [e.id for e in entries if e.status == "error"],
         },
     )
+    if not entries:
+        logger.warning(no_datasets(s.datasets_dir), extra={"event": "server.no_datasets"})
     run_stdio(create_server(registry, s.tool_names))

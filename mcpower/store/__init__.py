@@ -219,6 +219,7 @@ class DatasetEntry:
             model=m.embedding.model,
             backend=m.embedding.backend,
             updated_at=m.updated_at.isoformat(),
+            format=m.format,
         )
 
 
@@ -277,4 +278,9 @@ class Catalog(Protocol):
 
     def location(self, dataset_id: str) -> str:
         """Where the dataset lives, for people (a folder path, a collection name ...)."""
+        ...
+
+    def contains(self, dataset_id: str) -> bool:
+        """Whether a dataset with this id is here now — a cheap check (no full scan), asked before
+        rescanning for an id the last scan did not know."""
         ...

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 import sqlite3
 from collections.abc import Iterable, Sequence
+from contextlib import closing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -53,19 +54,24 @@ def write_postings(db: sqlite3.Connection) -> None:
         lengths = row_sizes(db, ids)
         norm = K1 * (1 - B + B * lengths / (lengths.sum() / n))
         weight = "CASE col WHEN 'text' THEN ? WHEN 'title' THEN ? ELSE ? END"
-        per_term = db.execute(
-            "SELECT term, group_concat(doc), group_concat(tf) FROM ("
-            f"  SELECT term, doc, sum({weight}) AS tf FROM temp.chunks_vocab GROUP BY term, doc"
-            ") GROUP BY term",
-            COLUMN_WEIGHTS,
-        )
         insert = f"INSERT INTO {POSTINGS} VALUES (?, ?, ?)"
-        for term, docs, tfs in per_term:
-            rows = np.searchsorted(ids, np.array(docs.split(","), dtype=np.int64))
-            tf = np.array(tfs.split(","), dtype=np.float64)
-            idf = max(math.log((n - len(rows) + 0.5) / (len(rows) + 0.5)), MIN_IDF)
-            impacts = idf * tf * (K1 + 1) / (tf + norm[rows])
-            db.execute(insert, (term, rows.astype(_ROW).tobytes(), impacts.astype(_IMPACT).tobytes()))
+        # Closed on the way out, before the DROP below: an exception (Ctrl-C, SIGTERM) in the loop
+        # leaves this SELECT open on chunks_vocab, and SQLite refuses to drop a virtual table that
+        # a statement still reads ("database table is locked"), an error that would replace it.
+        with closing(
+            db.execute(
+                "SELECT term, group_concat(doc), group_concat(tf) FROM ("
+                f"  SELECT term, doc, sum({weight}) AS tf FROM temp.chunks_vocab GROUP BY term, doc"
+                ") GROUP BY term",
+                COLUMN_WEIGHTS,
+            )
+        ) as per_term:
+            for term, docs, tfs in per_term:
+                rows = np.searchsorted(ids, np.array(docs.split(","), dtype=np.int64))
+                tf = np.array(tfs.split(","), dtype=np.float64)
+                idf = max(math.log((n - len(rows) + 0.5) / (len(rows) + 0.5)), MIN_IDF)
+                impacts = idf * tf * (K1 + 1) / (tf + norm[rows])
+                db.execute(insert, (term, rows.astype(_ROW).tobytes(), impacts.astype(_IMPACT).tobytes()))
     finally:
         db.execute("DROP TABLE temp.chunks_vocab")
 

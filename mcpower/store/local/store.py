@@ -58,15 +58,16 @@ class LocalStore:
 
     def __init__(
         self,
-        manifest: Manifest,
+        manifest: DatasetInfo,
         folder: Path,
         index: Any,
         db: sqlite3.Connection,
         ids: NDArray[np.int64],
         postings: bool,
         pages: bool = True,
+        hnsw: bool = False,
     ) -> None:
-        self.manifest = manifest
+        self.manifest = manifest  # a Manifest, or the DatasetInfo of a store built in memory (store/original/)
         self.folder = folder
         self._index = index
         self._db = db
@@ -74,6 +75,7 @@ class LocalStore:
         self._postings = postings  # False for a database written before postings existed: FTS5 scores all
         self._pages = pages  # False for a database written before page columns existed: no pages
         self._hit_sql = hit_sql(pages)
+        self._hnsw = hnsw  # an approximate index: a selective filter is scored exactly instead
         self._lock = threading.Lock()
         self._allowed_cache: dict[SearchFilters, NDArray[np.int64]] = {}
 
@@ -105,7 +107,7 @@ class LocalStore:
         if allowed is not None:
             if not len(allowed):
                 return []
-            if len(allowed) <= EXACT_FILTER_MAX and self.manifest.vector_index.kind == "hnsw":
+            if len(allowed) <= EXACT_FILTER_MAX and self._hnsw:
                 vecs = np.vstack([self._index.reconstruct(int(i)) for i in allowed])
                 sims = vecs @ q[0]
                 order = np.argsort(-sims)[:k]
@@ -149,7 +151,8 @@ class LocalStore:
         try:
             return combine(self._ids, postings, fts_scores, mask)
         except ValueError as e:
-            raise IndexMismatchError(f"{self.id}: {self.manifest.metadata}: {e}; re-run `mcpower ingest`") from e
+            source = self.manifest.metadata if isinstance(self.manifest, Manifest) else "keyword index"
+            raise IndexMismatchError(f"{self.id}: {source}: {e}; re-run `mcpower ingest`") from e
 
     def _allowed(self, where: SearchFilters | None) -> NDArray[np.int64] | None:
         """Ids of the chunks whose document passes ``where`` (None: no filter, all pass)."""
@@ -323,7 +326,7 @@ def open_store(folder: Path, manifest: Manifest, verify: bool = True, hashes: Fi
             f"{name}: counts disagree (index {index.ntotal} vectors, database {n_chunks} chunks / "
             f"{n_docs} documents, manifest {manifest.counts.chunks} / {manifest.counts.documents})"
         )
-    return LocalStore(manifest, folder, index, db, ids, postings, pages)
+    return LocalStore(manifest, folder, index, db, ids, postings, pages, hnsw=manifest.vector_index.kind == "hnsw")
 
 
 def _ascending_ids(index: Any, db: sqlite3.Connection) -> NDArray[np.int64]:

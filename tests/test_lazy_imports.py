@@ -11,8 +11,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import format_fixtures as ff
 import pytest
-from conftest import FakeEmbedder
+from conftest import FakeEmbedder, write_files
 
 from mcpower.ingestion import IngestOptions, ingest
 
@@ -111,6 +112,28 @@ def test_a_cold_search_loads_no_document_parser(corpus: Path, datasets_dir: Path
     )
 
     assert "install.md" in proc.stdout  # it really searched
+    assert not [m for m in loaded if m.split(".")[0] in PARSERS]
+
+
+def test_a_cold_search_of_pdf_word_and_html_documents_loads_no_parser(
+    tmp_path: Path, datasets_dir: Path, fake_embedder: FakeEmbedder
+) -> None:
+    folder = write_files(
+        tmp_path / "mixed",
+        {
+            "manual.pdf": ff.pdf([["Lumenator manual."], ["Calibrate the zephyrine lens monthly."]]),
+            "handbook.docx": ff.docx([("h1", "Permits"), ("p", "Zephyrine permits are free.")]),
+            "page.html": "<html><body><main><h1>Berries</h1><p>Zephyrine berries.</p></main></body></html>",
+            "notes.rst": "Notes\n=====\n\n.. note:: Zephyrine notes.\n",
+        },
+    )
+    ingest(folder, datasets_dir, IngestOptions(dataset_id="mixed"))
+
+    loaded, proc = loaded_after(
+        "search", "mixed", "zephyrine", "--mode", "keyword", "--datasets-dir", datasets_dir, watch=PARSERS
+    )
+
+    assert "manual.pdf:1-3 (pages 1-2)" in proc.stdout and "handbook.docx" in proc.stdout  # it really searched
     assert not [m for m in loaded if m.split(".")[0] in PARSERS]
 
 

@@ -60,6 +60,11 @@ class Reader:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    @property
+    def worker_pid(self) -> int | None:
+        """The worker process's id while one runs (benchmarks read its peak memory)."""
+        return self._process.pid if self._process is not None and self._process.poll() is None else None
+
     def read(self, data: bytes, file_type: str) -> Parsed:
         """The parsed document (its ``text`` set).
 

@@ -121,6 +121,22 @@ def test_rst_section_titles_and_object_directives_give_heading_paths() -> None:
     assert not any("DEBUG" in p for path in paths for p in path)  # a marker without content is no heading
 
 
+def test_rst_object_directives_of_other_domains_split_a_reference_page() -> None:
+    # The shape of CMake's cmake-generator-expressions.7.rst and cpack_gen/nuget.rst, and of an HTTP API.
+    text = (
+        "Reference\n=========\n\n.. genex:: $<IF:condition,true_string,false_string>\n\n"
+        "  .. versionadded:: 3.8\n\n  Evaluates to true_string if condition is 1.\n\n"
+        ".. variable:: CPACK_NUGET_PACKAGE_NAME\n              CPACK_NUGET_<compName>_PACKAGE_NAME\n\n"
+        " The NUGET package name.\n\n.. http:get:: /users/(int:user_id)\n\n   The user's profile.\n"
+    )
+
+    paths = {c.heading_path for c in chunk(text, ".rst").chunks}
+
+    assert ("Reference", "$<IF:condition,true_string,false_string>") in paths
+    assert ("Reference", "CPACK_NUGET_PACKAGE_NAME") in paths  # the first line of the signature
+    assert ("Reference", "/users/(int:user_id)") in paths
+
+
 def test_rst_markup_becomes_readable_text_and_nothing_vanishes() -> None:
     doc = chunk(RST, ".rst")
     text = doc.content

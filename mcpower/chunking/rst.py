@@ -58,6 +58,8 @@ _OBJECTS = frozenset(
     | {"program", "confval", "event", "directive", "role", "setting", "templatetag", "templatefilter"}
     | {"fieldlookup", "django-admin", "django-admin-option", "autofunction", "autoclass", "automethod"}
     | {"autoattribute", "autodata", "automodule", "autoexception", "autoproperty", "autodecorator"}
+    | {"command", "variable", "genex", "signature"}  # CMake's documentation (cmake: domain)
+    | {"get", "post", "put", "patch", "delete", "head"}  # sphinxcontrib-httpdomain (http:get /users/...)
 )
 # Markers without content (Django's ".. setting:: NAME" before the section that documents it).
 _MARKERS = frozenset(

@@ -47,7 +47,10 @@ def ingest(
     follow_symlinks: Annotated[bool, typer.Option(help="Follow symlinks that lead outside the folder.")] = False,
     max_file_mb: Annotated[
         float | None,
-        typer.Option(help=f"Skip files larger than this [env MCPOWER_MAX_FILE_MB; default {DEFAULT_MAX_FILE_MB:g}]."),
+        typer.Option(
+            help=f"Skip files larger than this; PDF, Word and notebooks may be 10 times it "
+            f"[env MCPOWER_MAX_FILE_MB; default {DEFAULT_MAX_FILE_MB:g}]."
+        ),
     ] = None,
     full: Annotated[
         bool, typer.Option("--full", help="Rebuild everything instead of re-embedding changed files.")

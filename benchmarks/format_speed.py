@@ -21,7 +21,8 @@ Material, all read from disk, nothing downloaded:
   "x Markdown" compares the time per MB of stored text.
 
 Each format runs in a fresh process per round (the order rotates between rounds); times are medians
-over the rounds. Peak memory is VmHWM of that process and of the worker, both read from /proc
+over the rounds. "x Markdown" uses CPU time (this process's and the worker's, from /proc), which a
+shared, loaded machine sways far less than wall time; wall time is shown beside it. Peak memory is VmHWM of that process and of the worker, both read from /proc
 (Linux). ``--compare-to`` a checkout of another mcpower (e.g. main, before this change) also reads
 the Markdown pages with that version's chunker, in the same rounds. Writes
 benchmarks/results/format_speed.json.
@@ -192,12 +193,13 @@ def child(folder: Path) -> dict[str, Any]:
     stored = chunks = skipped = 0
     if importlib.util.find_spec("mcpower.chunking.worker") is None:
         # an mcpower before the formats: Markdown and text only, read in this process
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         for name, suffix, raw in data:
             doc = chunking.chunk_document(raw.decode(), suffix, name, count, DEFAULT_CHUNK_TOKENS, DEFAULT_OVERLAP)
             chunks += len(doc.chunks)
             stored += len(raw)
         result["seconds"] = time.perf_counter() - started
+        result["cpu_s"] = time.process_time() - cpu
         result["worker_start_s"] = 0.0
         worker_kib = 0
     else:
@@ -208,7 +210,7 @@ def child(folder: Path) -> dict[str, Any]:
             started = time.perf_counter()
             reader.read(_warm_up(suffix), suffix)  # starts the worker, if the format uses it, and imports its parser
             result["worker_start_s"] = time.perf_counter() - started
-            started = time.perf_counter()
+            started, cpu, worker_cpu = time.perf_counter(), time.process_time(), _cpu_s(reader.worker_pid)
             for name, suffix, raw in data:
                 try:
                     parsed = reader.read(raw, suffix)
@@ -219,6 +221,7 @@ def child(folder: Path) -> dict[str, Any]:
                 chunks += len(doc.chunks)
                 stored += len(doc.content.encode())
             result["seconds"] = time.perf_counter() - started
+            result["cpu_s"] = time.process_time() - cpu + _cpu_s(reader.worker_pid) - worker_cpu
             worker_kib = _hwm_kib(reader.worker_pid) if reader.worker_pid else 0
     result.update(stored_bytes=stored, chunks=chunks, skipped=skipped, worker_kib=worker_kib, self_kib=_hwm_kib(None))
     return result
@@ -232,6 +235,15 @@ def _warm_up(suffix: str) -> bytes:
     made[".ipynb"] = lambda: ff.notebook([("markdown", "# Warm")])
     text = {".html": "<p>warm</p>", ".rst": "Warm\n====\n\n.. note:: warm\n", ".py": "def warm():\n    pass\n"}
     return made[suffix]() if suffix in made else text.get(suffix, "# Warm\n").encode()
+
+
+def _cpu_s(pid: int | None) -> float:
+    """CPU seconds (user + system) a process has used so far; 0 for none."""
+    if pid is None:
+        return 0.0
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _hwm_kib(pid: int | None) -> int:
@@ -280,11 +292,12 @@ def main() -> None:
                 print(f"round {n + 1}/{args.rounds}: {name} ...", file=sys.stderr, flush=True)
                 seen[name].append(run_child(folder, path))
     rows = []
-    base = statistics.median(r["seconds"] for r in seen["markdown"])
+    base = statistics.median(r["cpu_s"] for r in seen["markdown"])
     base_per_mb = base / (seen["markdown"][0]["stored_bytes"] / 1e6)
     for name, results in seen.items():
         first = results[0]
-        seconds = statistics.median(r["seconds"] for r in results)
+        seconds = statistics.median(r["cpu_s"] for r in results)
+        wall = statistics.median(r["seconds"] for r in results)
         kind = material[name][1] if name in material else "same"
         stored_mb = first["stored_bytes"] / 1e6
         ratio = seconds / base if kind == "same" else (seconds / stored_mb) / base_per_mb
@@ -296,14 +309,17 @@ def main() -> None:
                 "input_mb": round(first["input_bytes"] / 1e6, 2),
                 "stored_mb": round(stored_mb, 2),
                 "chunks": first["chunks"],
-                "median_s": round(seconds, 3),
-                "ms_per_file": round(seconds / first["files"] * 1000, 2),
+                "median_cpu_s": round(seconds, 3),
+                "median_wall_s": round(wall, 3),
+                "cpu_ms_per_file": round(seconds / first["files"] * 1000, 2),
+                "cpu_mb_per_s": round(stored_mb / seconds, 3),
                 "x_markdown": round(ratio, 2),
                 "ratio_kind": kind,
                 "worker_start_s": round(statistics.median(r["worker_start_s"] for r in results), 2),
                 "peak_mb": round(max(r["self_kib"] for r in results) / 1024),
                 "worker_peak_mb": round(max(r["worker_kib"] for r in results) / 1024),
                 "seconds": [round(r["seconds"], 3) for r in results],
+                "cpu_seconds": [round(r["cpu_s"], 3) for r in results],
             }
         )
     result = {"rounds": args.rounds, "load_before": load_before, "load_after": os.getloadavg(), "rows": rows}
@@ -316,8 +332,9 @@ def main() -> None:
         skipped = f" ({r['skipped']} skipped)" if r["skipped"] else ""
         print(
             f"| {r['format']} | {r['files']}{skipped} | "
-            f"{r['input_mb']} MB | {r['stored_mb']} MB | {r['chunks']} | {r['median_s']} s | {r['ms_per_file']} ms | "
-            f"{r['x_markdown']}{per} | {r['worker_start_s']} s | {r['peak_mb']} MB | {r['worker_peak_mb'] or '—'} MB |"
+            f"{r['input_mb']} MB | {r['stored_mb']} MB | {r['chunks']} | {r['median_cpu_s']} s | "
+            f"{r['cpu_ms_per_file']} ms | {r['cpu_mb_per_s']} | {r['x_markdown']}{per} | {r['median_wall_s']} s | "
+            f"{r['worker_start_s']} s | {r['peak_mb']} MB | {r['worker_peak_mb'] or '—'} MB |"
         )
     print(
         f"load average before {tuple(round(x, 2) for x in load_before)}, after "

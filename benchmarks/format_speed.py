@@ -324,9 +324,10 @@ def main() -> None:
         )
     result = {"rounds": args.rounds, "load_before": load_before, "load_after": os.getloadavg(), "rows": rows}
     print(
-        "| format | files | input | stored text | chunks | median | per file | x Markdown | worker start | peak RSS | worker peak |"
+        "| format | files | input | stored text | chunks | CPU, median | CPU per file | stored MB per CPU s "
+        "| x Markdown (CPU) | wall, median | worker start | peak RSS | worker peak |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
         per = "" if r["ratio_kind"] == "same" else " per MB"
         skipped = f" ({r['skipped']} skipped)" if r["skipped"] else ""

@@ -90,7 +90,9 @@ def test_mcpower_cache_dir_is_where_models_are_cached(
     monkeypatch.setattr(embedding, "load_embedder", load)
     cache = tmp_path / "my-cache"
 
-    result = invoke("ingest", corpus, "--id", "docs", "--datasets-dir", datasets_dir, env={"MCPOWER_CACHE_DIR": str(cache)})
+    result = invoke(
+        "ingest", corpus, "--id", "docs", "--datasets-dir", datasets_dir, env={"MCPOWER_CACHE_DIR": str(cache)}
+    )
     default = invoke("ingest", corpus, "--id", "other", "--datasets-dir", datasets_dir)
 
     assert result.exit_code == default.exit_code == 0, result.output

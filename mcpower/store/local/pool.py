@@ -1,0 +1,55 @@
+"""Read-only SQLite connections to one published database, one per concurrent reader.
+
+A published version never changes (it is opened with ``immutable=1``), so readers need no lock
+between them: each borrows a connection of its own for one query and gives it back. Connections
+are made on demand and reused, so there are never more than the most readers that ever ran at
+once (the server's worker threads bound that).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+
+class ConnectionPool:
+    """Connections to the database at ``uri`` (a ``file:`` URI with ``mode=ro&immutable=1``)."""
+
+    def __init__(self, uri: str, first: sqlite3.Connection) -> None:
+        self._uri = uri
+        self._idle = [first]
+        self._lock = threading.Lock()
+        self._closed = False
+
+    @contextmanager
+    def connection(self) -> Iterator[sqlite3.Connection]:
+        """A connection no other thread uses until the block ends.
+
+        Raises:
+            sqlite3.ProgrammingError: the pool was closed (as a closed connection would).
+        """
+        with self._lock:
+            if self._closed:
+                raise sqlite3.ProgrammingError("Cannot operate on a closed database.")
+            db = self._idle.pop() if self._idle else None
+        if db is None:
+            db = sqlite3.connect(self._uri, uri=True, check_same_thread=False)
+        try:
+            yield db
+        finally:
+            with self._lock:
+                keep = not self._closed
+                if keep:
+                    self._idle.append(db)
+            if not keep:
+                db.close()
+
+    def close(self) -> None:
+        """Close the idle connections now and the borrowed ones when they come back."""
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for db in idle:
+            db.close()

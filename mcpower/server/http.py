@@ -178,7 +178,11 @@ def run_http(registry: Registry, options: HttpOptions, tool_names: Literal["defa
         McpowerError: before serving, when the address or the access settings cannot be used.
     """
     server, app = create_http_app(registry, options, tool_names)
-    sock = bind(options.host, options.port)
+    try:
+        sock = bind(options.host, options.port)
+    except McpowerError:
+        server.close()
+        raise
     config = uvicorn.Config(
         app,
         lifespan="on",

@@ -222,7 +222,7 @@ async def test_a_call_over_the_time_limit_gets_timeout(
     registry: Registry, blocked_searches: tuple[list[str], threading.Event]
 ) -> None:
     started, release = blocked_searches
-    async with serving(registry, call_timeout=0.2) as (server, app), mcp_client(app) as c:
+    async with serving(registry, call_timeout=0.2) as (_, app), mcp_client(app) as c:
         result = await c.call_tool("knowledge_search", {"query": "harpsichord"})
         assert result.is_error
         assert result.structured_content["error"]["code"] == "TIMEOUT"

@@ -406,7 +406,11 @@ def targets(
         }
     )
     graceful = stopped["exit_code"] == 0 and stopped["of_those_failed"] == 0 and stopped["seconds_to_exit"] <= 5.5
-    out.append({"target": "SIGTERM: exit 0 within 5 s, no call in flight lost", "value": stopped, "pass": graceful})
+    summary = (
+        f"exit {stopped['exit_code']} in {stopped['seconds_to_exit']} s, "
+        f"{stopped['of_those_failed']} of {stopped['calls_sent_before_signal']} calls failed"
+    )
+    out.append({"target": "SIGTERM: exit 0 within 5 s, no call in flight lost", "value": summary, "pass": graceful})
     return out
 
 

@@ -28,15 +28,23 @@ def serve(
     host: Annotated[
         str | None,
         typer.Option(
-            help="--http: address to listen on [env MCPOWER_HTTP_HOST; default 127.0.0.1].", show_default=False
+            metavar="ADDRESS",
+            help="--http: address to listen on [env MCPOWER_HTTP_HOST; default 127.0.0.1].",
+            show_default=False,
         ),
     ] = None,
     port: Annotated[
-        int | None, typer.Option(help="--http: port [env MCPOWER_HTTP_PORT; default 8765].", show_default=False)
+        int | None,
+        typer.Option(
+            metavar="N",
+            help="--http: port, 0 for any free one [env MCPOWER_HTTP_PORT; default 8765].",
+            show_default=False,
+        ),
     ] = None,
     token_file: Annotated[
         Path | None,
         typer.Option(
+            metavar="PATH",
             help="--http: require the bearer token in this file [env MCPOWER_TOKEN_FILE; or the token itself in "
             "MCPOWER_TOKEN]. Required when --host is not loopback.",
             show_default=False,
@@ -45,6 +53,7 @@ def serve(
     allow_origin: Annotated[
         list[str] | None,
         typer.Option(
+            metavar="URL",
             help="--http: a browser origin allowed to call the server besides loopback ones, e.g. "
             "https://app.example.com; repeatable [env MCPOWER_ALLOW_ORIGINS, comma-separated].",
             show_default=False,
@@ -53,6 +62,7 @@ def serve(
     allow_host: Annotated[
         list[str] | None,
         typer.Option(
+            metavar="NAME",
             help="--http: a name clients reach the server by (Host header) besides loopback ones and --host; "
             "repeatable [env MCPOWER_ALLOW_HOSTS, comma-separated].",
             show_default=False,

@@ -122,19 +122,17 @@ def bind(host: str, port: int) -> socket.socket:
     Raises:
         McpowerError: the address cannot be used (taken, not this machine's, not resolvable).
     """
-    try:
-        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
-        sock = socket.socket(family, socket.SOCK_STREAM)
-    except OSError as e:
-        raise McpowerError(
-            f"cannot listen on {host}: {e.strerror or e}; pass --host 127.0.0.1 or an address of this machine"
-        ) from None
+    address = host.strip("[]")
+    sock = socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
+        sock.bind((address, port))
     except OSError as e:
         sock.close()
-        raise McpowerError(f"cannot listen on {host} port {port}: {e.strerror or e}; choose another --port") from None
+        raise McpowerError(
+            f"cannot listen on {host} port {port}: {e.strerror or e}; "
+            "choose another --port, or an address of this machine for --host"
+        ) from None
     return sock
 
 

@@ -34,7 +34,13 @@ from mcpower import __version__
 from mcpower.defaults import DEFAULT_HTTP_HOST, DEFAULT_HTTP_PORT, DEFAULT_WORKER_THREADS
 from mcpower.errors import McpowerError
 from mcpower.registry import Registry
-from mcpower.server.access import StaticTokenVerifier, auth_settings, check_exposure, transport_security
+from mcpower.server.access import (
+    WILDCARD_ADDRESSES,
+    StaticTokenVerifier,
+    auth_settings,
+    check_exposure,
+    transport_security,
+)
 from mcpower.server.app import KnowledgeServer, create_server
 from mcpower.server.limits import TimeLimit
 
@@ -90,6 +96,12 @@ def create_http_app(
     """
     check_exposure(options.host, options.token)
     security = transport_security(options.host, options.allow_hosts, options.allow_origins)
+    if options.host in WILDCARD_ADDRESSES and not options.allow_hosts:
+        logger.warning(
+            "http.hosts: listening on every address, but requests must name this server as 127.0.0.1, "
+            "localhost or [::1]; give the names other machines use with --allow-host",
+            extra={"event": "http.hosts"},
+        )
     auth: dict[str, Any] = {}
     if options.token is not None:
         auth = {"token_verifier": StaticTokenVerifier(options.token), "auth": auth_settings()}

@@ -15,12 +15,15 @@ from contextlib import contextmanager
 
 
 class ConnectionPool:
-    """Connections to the database at ``uri`` (a ``file:`` URI with ``mode=ro&immutable=1``)."""
+    """Connections to the database at ``uri`` (a ``file:`` URI with ``mode=ro&immutable=1``).
 
-    def __init__(self, uri: str, first: sqlite3.Connection) -> None:
+    Without a ``uri`` (an in-memory database, say) there is only ``first``, and readers take turns.
+    """
+
+    def __init__(self, uri: str | None, first: sqlite3.Connection) -> None:
         self._uri = uri
         self._idle = [first]
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
         self._closed = False
 
     @contextmanager
@@ -31,10 +34,13 @@ class ConnectionPool:
             sqlite3.ProgrammingError: the pool was closed (as a closed connection would).
         """
         with self._lock:
+            while self._uri is None and not self._idle and not self._closed:
+                self._lock.wait()
             if self._closed:
                 raise sqlite3.ProgrammingError("Cannot operate on a closed database.")
             db = self._idle.pop() if self._idle else None
         if db is None:
+            assert self._uri is not None
             db = sqlite3.connect(self._uri, uri=True, check_same_thread=False)
         try:
             yield db
@@ -43,6 +49,7 @@ class ConnectionPool:
                 keep = not self._closed
                 if keep:
                     self._idle.append(db)
+                    self._lock.notify()
             if not keep:
                 db.close()
 
@@ -51,5 +58,6 @@ class ConnectionPool:
         with self._lock:
             self._closed = True
             idle, self._idle = self._idle, []
+            self._lock.notify_all()
         for db in idle:
             db.close()

@@ -60,14 +60,15 @@ class LocalStore:
         manifest: Manifest,
         folder: Path,
         index: Any,
-        db: ConnectionPool,
+        db: sqlite3.Connection,
         ids: NDArray[np.int64],
         postings: bool,
+        uri: str | None = None,
     ) -> None:
         self.manifest = manifest
         self.folder = folder
         self._index = index
-        self._db = db
+        self._db = ConnectionPool(uri, db)  # more connections to ``uri`` as readers need them
         self._ids = ids  # every chunk id, ascending: the rows of the keyword postings
         self._postings = postings  # False for a database written before postings existed: FTS5 scores all
         self._lock = threading.Lock()  # guards the filter cache
@@ -308,4 +309,4 @@ def open_store(folder: Path, manifest: Manifest, verify: bool = True) -> LocalSt
             f"{name}: counts disagree (index {index.ntotal} vectors, database {n_chunks} chunks / "
             f"{n_docs} documents, manifest {manifest.counts.chunks} / {manifest.counts.documents})"
         )
-    return LocalStore(manifest, folder, index, ConnectionPool(uri, db), ids, postings)
+    return LocalStore(manifest, folder, index, db, ids, postings, uri)

@@ -135,7 +135,10 @@ def bind(host: str, port: int) -> socket.socket:
         McpowerError: the address cannot be used (taken, not this machine's, not resolvable).
     """
     address = host.strip("[]")
-    sock = socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET, socket.SOCK_STREAM)
+    # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on connections whose socket says TCP, and
+    # without it a response written in two parts waits for the client's delayed ACK (40 ms).
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((address, port))

@@ -44,6 +44,9 @@ class Settings(BaseSettings):
     log_format: Literal["json", "text"] = "json"
     tool_names: Literal["default", "seed"] = "default"
     max_file_mb: float = Field(DEFAULT_MAX_FILE_MB, gt=0, description="ingest skips files larger than this")
+    allowed_models: str = Field(
+        "", description="comma-separated models (names or absolute folders) datasets may name, besides the packaged one"
+    )
     worker_threads: int = Field(DEFAULT_WORKER_THREADS, ge=1, le=64, description="threads running searches")
 
     # serve --http
@@ -66,3 +69,8 @@ class Settings(BaseSettings):
     @classmethod
     def _comma_separated(cls, v: object) -> object:
         return [part.strip() for part in v.split(",") if part.strip()] if isinstance(v, str) else v
+
+    def query_models(self) -> list[str]:
+        """The models a dataset's manifest may name: the allowed ones and the operator's own ingest model."""
+        names = [m.strip() for m in self.allowed_models.split(",") if m.strip()] + [self.model]
+        return [str(Path(n).expanduser().resolve()) if Path(n).expanduser().is_dir() else n for n in names]

@@ -23,7 +23,7 @@ import numpy as np
 from mcpower import __version__, embedding
 from mcpower.chunking import CHUNKER, SUPPORTED_TYPES, chunk_document, decode_text
 from mcpower.defaults import DEFAULT_BACKEND, DEFAULT_CHUNK_TOKENS, DEFAULT_MODEL, DEFAULT_OVERLAP, DEFAULT_TOP_K
-from mcpower.discover import DEFAULT_MAX_FILE_BYTES, SourceFile, discover
+from mcpower.discover import DEFAULT_MAX_FILE_BYTES, SourceFile, discover, read_document
 from mcpower.errors import IngestError
 from mcpower.manifest import (
     MAX_CHUNK_TOKENS,
@@ -111,6 +111,10 @@ def ingest(
     opts = options or IngestOptions()
     catalog = LocalCatalog(target) if isinstance(target, Path) else target
     src = source.expanduser()
+    if src.is_file():
+        raise IngestError(
+            f"{source} is a file; pass the folder it is in (with --include {src.name!r} to ingest only it)"
+        )
     if not src.is_dir():
         raise IngestError(f"{source}: no such folder; pass the folder of documents to ingest")
     src = src.resolve()
@@ -150,7 +154,7 @@ def ingest(
                 report.rebuild_reason = "the model or chunking settings changed"
             reuse = previous if previous is not None and not opts.full and not report.rebuild_reason else None
             report.full_rebuild = reuse is None
-            docs, chunks, vectors = _build(src, files, emb, chunk_tokens, overlap, reuse, report, progress)
+            docs, chunks, vectors = _build(src, files, opts, emb, chunk_tokens, overlap, reuse, report, progress)
             prev = previous.info if previous is not None else None
             now = now_utc()
             name = opts.name or src.name
@@ -194,6 +198,7 @@ def _fingerprint(emb: embedding.Embedder, chunk_tokens: int, overlap: int) -> st
 def _build(
     src: Path,
     files: list[SourceFile],
+    opts: IngestOptions,
     emb: embedding.Embedder,
     chunk_tokens: int,
     overlap: int,
@@ -213,7 +218,7 @@ def _build(
         if progress:
             progress("files", n, len(files))
         try:
-            raw = f.path.read_bytes()
+            raw = read_document(f, opts.max_file_bytes)
         except OSError as e:
             report.skipped.append((f.rel, f"cannot read: {e.strerror}"))
             continue
@@ -251,7 +256,7 @@ def _build(
             report.changed += 1
     report.removed = len(old)
     if not docs:
-        raise IngestError(f"{src.name}: every file was skipped ({report.skipped[0][0]}: {report.skipped[0][1]} ...)")
+        raise IngestError(f"{src.name}: every file was skipped — {skip_summary(report.skipped)}")
     _check_unique([c.id for c in chunks])
     vectors = np.zeros((len(chunks), emb.dimension), dtype=np.float32)
     if reuse is not None and carried:
@@ -273,6 +278,18 @@ def _build(
     if not np.isfinite(vectors).all():
         raise IngestError("the model produced non-finite vectors; the model files may be damaged")
     return docs, chunks, vectors
+
+
+def skip_summary(skipped: list[tuple[str, str]], examples: int = 3) -> str:
+    """What was skipped, by reason: 'not UTF-8 (2 files: a.md, b.md); binary file (1 file: c.md)'."""
+    by_reason: dict[str, list[str]] = {}
+    for path, reason in skipped:
+        by_reason.setdefault(reason.split(" (byte ")[0], []).append(path)
+    parts = []
+    for reason, paths in sorted(by_reason.items(), key=lambda kv: -len(kv[1])):
+        shown = ", ".join(paths[:examples]) + (", ..." if len(paths) > examples else "")
+        parts.append(f"{reason} ({len(paths)} file{'s' if len(paths) != 1 else ''}: {shown})")
+    return "; ".join(parts)
 
 
 def _check_unique(ids: list[int]) -> None:

@@ -81,6 +81,9 @@ class SearchMeta(BaseModel):
         description="true when even the best result matches weakly: the answer may not be in the data"
     )
     min_score: float = 0.0
+    notes: list[str] = Field(
+        default_factory=list, description="what the caller should know about this answer: datasets skipped and why"
+    )
 
 
 class SearchResponse(BaseModel):

@@ -329,19 +329,26 @@ def test_validate_selected_and_unknown_ids(dsdir: Path) -> None:
 
 
 def test_validate_with_no_datasets(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
     result = invoke("validate", "--datasets-dir", tmp_path / "empty")
+    missing = invoke("validate", "--datasets-dir", tmp_path / "missing")
 
-    assert result.exit_code == 1
-    assert "no datasets under" in result.stderr
-    assert result.stdout == ""
+    assert result.exit_code == missing.exit_code == 1
+    assert f"no datasets under {tmp_path / 'empty'} (" in result.stderr  # absolute, and what to do
+    assert f"{tmp_path / 'missing'}: the folder does not exist" in missing.stderr
+    assert result.stdout == missing.stdout == ""
 
 
 def test_datasets_lists(dsdir: Path) -> None:
     result = invoke("datasets", "--datasets-dir", dsdir)
 
     assert result.exit_code == 0
-    chunks = read_manifest(dsdir / "docs" / MANIFEST_NAME).counts.chunks
-    assert result.stdout.split() == ["docs", "5", "docs", str(chunks), "chunks", "corpus"]
+    manifest = read_manifest(dsdir / "docs" / MANIFEST_NAME)
+    header, row, description = result.stdout.splitlines()
+    assert header.split() == ["DATASET", "DOCS", "CHUNKS", "UPDATED", "NAME", "/", "DESCRIPTION"]
+    updated = manifest.updated_at.isoformat()[:16].replace("T", " ")
+    assert row.split() == ["docs", "5", str(manifest.counts.chunks), *updated.split(), "corpus"]
+    assert description.strip() == manifest.description
 
 
 def test_datasets_json(dsdir: Path) -> None:

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import textwrap
 from typing import Annotated, Any
 
 import typer
 
-from mcpower.cli.common import DatasetsDir, JsonFlag, print_json, settings
+from mcpower.cli.common import DatasetsDir, JsonFlag, no_datasets, open_registry, print_json, settings
 from mcpower.errors import McpowerError
+
+
+def _message(dataset_id: str, message: str) -> str:
+    """An error message without the dataset id it starts with (the row already names it)."""
+    return message.removeprefix(f"{dataset_id}: ")
 
 
 def validate(
@@ -16,10 +22,9 @@ def validate(
     as_json: JsonFlag = False,
 ) -> None:
     """Check manifests and their files (schema, paths, checksums, counts, dimensions); exit 1 if any fails."""
-    from mcpower.registry import Registry
 
     s = settings(datasets_dir=datasets_dir)
-    registry = Registry(s.datasets_dir, cache_dir=s.cache_dir)
+    registry = open_registry(s)
     entries = registry.entries()
     rows: list[dict[str, Any]] = []
     known = {e.id for e in entries}
@@ -47,26 +52,37 @@ def validate(
         print_json({"ok": ok, "datasets": rows})
     else:
         if not rows:
-            typer.echo(f"no datasets under {s.datasets_dir} (create one with `mcpower ingest PATH`)", err=True)
+            typer.echo(no_datasets(s.datasets_dir), err=True)
         for r in rows:
-            detail = f"{r['documents']} documents, {r['chunks']} chunks" if r["status"] == "ready" else r["error"]
+            detail = (
+                f"{r['documents']} documents, {r['chunks']} chunks"
+                if r["status"] == "ready"
+                else _message(r["id"], r["error"])
+            )
             typer.echo(f"{r['status']:<6} {r['id']}: {detail}")
     raise typer.Exit(0 if ok else 1)
 
 
 def datasets(datasets_dir: DatasetsDir = None, as_json: JsonFlag = False) -> None:
     """List the datasets under the datasets root."""
-    from mcpower.registry import Registry
 
     s = settings(datasets_dir=datasets_dir)
-    rows = [e.summary().model_dump() for e in Registry(s.datasets_dir, cache_dir=s.cache_dir).entries()]
+    rows = [e.summary().model_dump() for e in open_registry(s).entries()]
     if as_json:
         print_json({"datasets": rows})
         return
     if not rows:
-        typer.echo(f"no datasets under {s.datasets_dir} (create one with `mcpower ingest PATH`)", err=True)
+        typer.echo(no_datasets(s.datasets_dir), err=True)
+        return
+    width = max(len("DATASET"), *(len(r["id"]) for r in rows))
+    typer.echo(f"{'DATASET':<{width}}  {'DOCS':>6}  {'CHUNKS':>8}  {'UPDATED':<16}  NAME / DESCRIPTION")
     for r in rows:
-        if r["status"] == "ready":
-            typer.echo(f"{r['id']:<24} {r['documents']:>6} docs {r['chunks']:>8} chunks  {r['name']}")
-        else:
-            typer.echo(f"{r['id']:<24} error: {r['error']}")
+        if r["status"] != "ready":
+            typer.echo(f"{r['id']:<{width}}  error: {_message(r['id'], r['error'])}")
+            continue
+        updated = (r["updated_at"] or "")[:16].replace("T", " ")
+        typer.echo(f"{r['id']:<{width}}  {r['documents']:>6}  {r['chunks']:>8}  {updated:<16}  {r['name']}")
+        description = " ".join((r["description"] or "").split())
+        if description and description != r["name"]:
+            indent = width + 2 + 6 + 2 + 8 + 2 + 16 + 2
+            typer.echo(" " * indent + textwrap.shorten(description, width=max(40, 118 - indent), placeholder=" …"))

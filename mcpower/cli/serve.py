@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from mcpower import __version__
-from mcpower.cli.common import DatasetsDir, settings
+from mcpower.cli.common import DatasetsDir, no_datasets, open_registry, settings
 from mcpower.config import Settings
 
 if TYPE_CHECKING:
@@ -117,15 +117,16 @@ def serve(
         else:
             text = client_config(print_config, s.datasets_dir)
         typer.echo(text)
+        if not http and not any(s.datasets_dir.expanduser().glob("*/manifest.json")):
+            typer.echo(f"warning: {no_datasets(s.datasets_dir)}", err=True)
         return
     options = _http_options(s) if http else None  # bad access settings fail here, before anything loads
     from mcpower.server.logging import configure_logging
 
     configure_logging(s.log_level, s.log_format)
-    from mcpower.registry import Registry
     from mcpower.server.app import create_server
 
-    registry = Registry(s.datasets_dir, cache_dir=s.cache_dir)
+    registry = open_registry(s)
     entries = registry.entries()
     logger.info(
         "server.startup",
@@ -133,11 +134,13 @@ def serve(
             "event": "server.startup",
             "version": __version__,
             "transport": "http" if http else "stdio",
-            "datasets_dir": str(s.datasets_dir),
+            "datasets_dir": str(s.datasets_dir.expanduser().resolve()),
             "datasets": [e.id for e in entries if e.status == "ready"],
             "datasets_with_errors": [e.id for e in entries if e.status == "error"],
         },
     )
+    if not entries:
+        logger.warning(no_datasets(s.datasets_dir), extra={"event": "server.no_datasets"})
     if options is not None:
         from mcpower.server.http import run_http
 

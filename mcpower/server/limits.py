@@ -10,9 +10,9 @@ from typing import Any, TypeVar
 
 import anyio
 from mcp import MCPError
-from mcp.types import INTERNAL_ERROR, CallToolResult, TextContent
+from mcp.types import INTERNAL_ERROR, CallToolResult
 
-from mcpower.results import ErrorInfo, ErrorResponse
+from mcpower.server.responses import error_result
 
 logger = logging.getLogger(__name__)
 
@@ -49,10 +49,7 @@ def timeout_result(seconds: float) -> CallToolResult:
         f"the call took longer than {seconds:g} s, this server's limit per request; "
         "try a narrower query, or ask its operator to raise MCPOWER_HTTP_CALL_TIMEOUT"
     )
-    payload = ErrorResponse(error=ErrorInfo(code="TIMEOUT", message=message)).model_dump(mode="json")
-    return CallToolResult(
-        is_error=True, content=[TextContent(type="text", text=f"TIMEOUT: {message}")], structured_content=payload
-    )
+    return error_result("TIMEOUT", message)
 
 
 class TimeLimit:

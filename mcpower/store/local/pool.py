@@ -8,6 +8,7 @@ once (the server's worker threads bound that).
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -20,8 +21,9 @@ class ConnectionPool:
     Without a ``uri`` (an in-memory database, say) there is only ``first``, and readers take turns.
     """
 
-    def __init__(self, uri: str | None, first: sqlite3.Connection) -> None:
+    def __init__(self, uri: str | None, first: sqlite3.Connection, keep_fd: int | None = None) -> None:
         self._uri = uri
+        self._keep_fd = keep_fd  # a descriptor ``uri`` names (/proc/self/fd/N): closed with the pool
         self._idle = [first]
         self._lock = threading.Condition()
         self._closed = False
@@ -61,3 +63,6 @@ class ConnectionPool:
             self._lock.notify_all()
         for db in idle:
             db.close()
+        if self._keep_fd is not None:
+            os.close(self._keep_fd)  # connections already open keep their own descriptors
+            self._keep_fd = None

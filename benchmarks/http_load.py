@@ -314,6 +314,7 @@ def sigterm(server: Server, clients: int, busy_seconds: float) -> dict[str, Any]
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
+    env = environment()  # before anything runs: the commit measured
     root = args.datasets_dir / "http"
     dataset = ensure_dataset(args.corpora / "docs-fastapi" / "corpus", root, DATASET)
     note("timing the search in process ...")
@@ -365,7 +366,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         codes = {name: srv.stop() for name, srv in servers.items()}
     return {
-        "environment": environment(),
+        "environment": env,
         "load_average": {"before": load_before, "after": load_avg()},
         "dataset": dataset,
         "search_in_process": in_process,

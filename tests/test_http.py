@@ -9,6 +9,7 @@ Over a real socket and with the Node clients: test_http_socket.py.
 from __future__ import annotations
 
 import json
+import logging
 import socket
 import threading
 from collections.abc import AsyncIterator, Iterator
@@ -264,7 +265,15 @@ async def test_cancelled_calls_waiting_for_a_thread_never_run() -> None:
 
 
 def invoke(*args: str, env: dict[str, str] | None = None) -> Any:
-    return CliRunner().invoke(cli, ["serve", *args], env=env)
+    """`mcpower serve ARGS`; the root logger's handlers are put back after (a refused start may have
+    pointed them at CliRunner's stderr, closed once it returns)."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    try:
+        return CliRunner().invoke(cli, ["serve", *args], env=env)
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
 
 
 def test_stdio_and_http_are_exclusive() -> None:

@@ -44,9 +44,7 @@ def test_search_and_lookups_over_a_store_written_from_the_interface(
     assert get_metadata(registry, top.result_id).chunk_count >= 1
 
 
-def test_filters_and_incremental_ingest_over_the_memory_store(
-    memory: tuple[Catalog, Registry], corpus: Path
-) -> None:
+def test_filters_and_incremental_ingest_over_the_memory_store(memory: tuple[Catalog, Registry], corpus: Path) -> None:
     catalog, registry = memory
     fake = FakeEmbedder()
 
@@ -67,9 +65,7 @@ def test_one_writer_per_dataset_in_any_catalog(memory: tuple[Catalog, Registry],
         ingest(corpus, catalog, IngestOptions(dataset_id="docs"), embedder=FakeEmbedder())
 
 
-def test_ids_are_unique_across_catalogs(
-    memory: tuple[Catalog, Registry], corpus: Path, datasets_dir: Path
-) -> None:
+def test_ids_are_unique_across_catalogs(memory: tuple[Catalog, Registry], corpus: Path, datasets_dir: Path) -> None:
     catalog, _ = memory
     ingest(corpus, datasets_dir, IngestOptions(dataset_id="docs"), embedder=FakeEmbedder())
 

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from mcpower import __version__
-from mcpower.cli.common import DatasetsDir, no_datasets, open_registry, settings
+from mcpower.cli.common import DatasetsDir, MilvusUri, no_datasets, open_registry, settings
 
 logger = logging.getLogger("mcpower")
 
@@ -16,6 +16,7 @@ logger = logging.getLogger("mcpower")
 def serve(
     stdio: Annotated[bool, typer.Option("--stdio", help="Serve MCP over stdin/stdout (the default).")] = False,
     datasets_dir: DatasetsDir = None,
+    milvus_uri: MilvusUri = None,
     log_level: Annotated[
         str | None, typer.Option(help="debug, info, warning or error [env MCPOWER_LOG_LEVEL; default info].")
     ] = None,
@@ -33,7 +34,13 @@ def serve(
     ] = None,
 ) -> None:
     """Run the MCP server over stdio (started by MCP clients; logs go to stderr as JSON lines)."""
-    s = settings(datasets_dir=datasets_dir, log_level=log_level, log_format=log_format, tool_names=tool_names)
+    s = settings(
+        datasets_dir=datasets_dir,
+        milvus_uri=milvus_uri,
+        log_level=log_level,
+        log_format=log_format,
+        tool_names=tool_names,
+    )
     if print_config is not None:
         from mcpower.server.clients import client_config
 
@@ -46,6 +53,7 @@ def serve(
     configure_logging(s.log_level, s.log_format)
     from mcpower.server.app import create_server
     from mcpower.server.stdio import run_stdio
+    from mcpower.store.milvus.client import display_uri
 
     registry = open_registry(s)
     entries = registry.entries()
@@ -56,6 +64,7 @@ def serve(
             "version": __version__,
             "transport": "stdio",
             "datasets_dir": str(s.datasets_dir.expanduser().resolve()),
+            **({"milvus": display_uri(s.milvus_uri)} if s.milvus_uri else {}),
             "datasets": [e.id for e in entries if e.status == "ready"],
             "datasets_with_errors": [e.id for e in entries if e.status == "error"],
         },

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from mcpower.evaluation import evaluate, load_qrels, load_queries
+from mcpower.evaluation import SearchFn, evaluate, load_qrels, load_queries
 from mcpower.manifest import DatasetInfo
 from mcpower.registry import Registry
 from mcpower.search import rank_paths, search
@@ -61,6 +61,10 @@ def timed_publish(catalog: Any, build: DatasetBuild) -> float:
     with catalog.lock(build.info.id):
         catalog.publish(build)
     return time.perf_counter() - started
+
+
+def ranker(registry: Registry, dataset: str, mode: str) -> SearchFn:
+    return lambda text, k: rank_paths(registry, text, dataset, k, mode)
 
 
 def pct(values: list[float], q: float) -> float:
@@ -97,12 +101,7 @@ def run_dataset(source: Path, corpora: Path, work: Path, args: argparse.Namespac
     for mode in MODES:
         row = {}
         for store, reg in registries.items():
-            report = evaluate(
-                lambda text, k, reg=reg, mode=mode: rank_paths(reg, text, milvus_id, k, mode),
-                queries,
-                qrels,
-                args.depth,
-            )
+            report = evaluate(ranker(reg, milvus_id, mode), queries, qrels, args.depth)
             row[store] = report.metrics["ndcg@10"]
         row["diff"] = row["milvus"] - row["local"]
         out["quality"][mode] = row

@@ -36,6 +36,7 @@ from mcpower.store.milvus.schema import (
     CATALOG,
     INSERT_BATCH,
     PAD_DIM,
+    REQUEST_CHARS,
     SCHEMA_VERSION,
     Pointer,
     catalog_schema,
@@ -326,11 +327,13 @@ class MilvusCatalog:
             self._call("create_collection", docs_name, schema=schema, index_params=index)
             created.append(docs_name)
             batch: list[dict[str, Any]] = []
+            size = 0
             for row in doc_rows(build.documents):
                 batch.append(row)
-                if len(batch) >= INSERT_BATCH // 10:  # document rows are up to 60 KB each
+                size += len(row["content"])
+                if len(batch) >= INSERT_BATCH or size >= REQUEST_CHARS:  # big requests are slow on lite
                     self._call("insert", docs_name, data=batch)
-                    batch = []
+                    batch, size = [], 0
             if batch:
                 self._call("insert", docs_name, data=batch)
             for name in created:

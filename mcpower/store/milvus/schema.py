@@ -29,6 +29,7 @@ ANALYZER = {"type": "english"}
 BM25_K1, BM25_B = 1.2, 0.75
 # Rows per insert: 500-1,000 is fastest on milvus-lite 2.5; 5,000 is pathologically slow there.
 INSERT_BATCH = 500
+REQUEST_CHARS = 2_000_000  # document rows per insert: at most this much text (13 MB requests crawled)
 PAD_DIM = 2  # the catalogue and documents collections need a vector field; never searched
 
 CHUNK_DISPLAY = ("id", "doc_id", "ordinal", "heading_path", "start_line", "end_line", "body", "text_at")

@@ -47,6 +47,10 @@ class Settings(BaseModel):
     log_format: Literal["json", "text"] = "json"
     tool_names: Literal["default", "seed"] = "default"
     max_file_mb: float = Field(DEFAULT_MAX_FILE_MB, gt=0, description="ingest skips files larger than this")
+    milvus_uri: str = Field(
+        "", description="a Milvus database for datasets: a milvus-lite file (x.db) or http(s)://host:19530"
+    )
+    milvus_token: str = Field("", description="credentials for a Milvus server: user:password or an API key")
     allowed_models: str = Field(
         "", description="comma-separated models (names or absolute folders) datasets may name, besides the packaged one"
     )

@@ -26,3 +26,11 @@ DEFAULT_OVERLAP = 32
 DEFAULT_MAX_FILE_MB = 10.0
 # Results a search returns when neither the caller nor the dataset says otherwise (seed 000's default).
 DEFAULT_TOP_K = 5
+
+# `serve --http`: loopback only unless told otherwise; 8765 is free of the usual development ports.
+DEFAULT_HTTP_HOST = "127.0.0.1"
+DEFAULT_HTTP_PORT = 8765
+# Threads that run searches and other blocking work of MCP requests, whatever the transport: enough
+# to overlap one search's SQLite and FAISS waits with another's embedding on a few cores, few enough
+# that a burst of clients queues instead of thrashing (the load benchmark: 4 threads on 2 CPUs).
+DEFAULT_WORKER_THREADS = 4

@@ -1,21 +1,75 @@
-"""`mcpower serve`: the MCP server, or the snippet an MCP client needs to start it."""
+"""`mcpower serve`: the MCP server (stdio or Streamable HTTP), or the snippet an MCP client needs for it."""
 
 from __future__ import annotations
 
 import logging
-from typing import Annotated
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from mcpower import __version__
-from mcpower.cli.common import DatasetsDir, no_datasets, open_registry, settings
+from mcpower.cli.common import DatasetsDir, MilvusUri, no_datasets, open_registry, settings
+from mcpower.config import Settings
+
+if TYPE_CHECKING:
+    from mcpower.server.http import HttpOptions
 
 logger = logging.getLogger("mcpower")
+
+_HTTP_ONLY = ("--host", "--port", "--token-file", "--allow-origin", "--allow-host")
 
 
 def serve(
     stdio: Annotated[bool, typer.Option("--stdio", help="Serve MCP over stdin/stdout (the default).")] = False,
+    http: Annotated[
+        bool, typer.Option("--http", help="Serve MCP over Streamable HTTP at /mcp, for many clients at once.")
+    ] = False,
+    host: Annotated[
+        str | None,
+        typer.Option(
+            metavar="ADDRESS",
+            help="--http: address to listen on [env MCPOWER_HTTP_HOST; default 127.0.0.1].",
+            show_default=False,
+        ),
+    ] = None,
+    port: Annotated[
+        int | None,
+        typer.Option(
+            metavar="N",
+            help="--http: port, 0 for any free one [env MCPOWER_HTTP_PORT; default 8765].",
+            show_default=False,
+        ),
+    ] = None,
+    token_file: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="PATH",
+            help="--http: require the bearer token in this file [env MCPOWER_TOKEN_FILE; or the token itself in "
+            "MCPOWER_TOKEN]. Required when --host is not loopback.",
+            show_default=False,
+        ),
+    ] = None,
+    allow_origin: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="URL",
+            help="--http: a browser origin allowed to call the server besides loopback ones, e.g. "
+            "https://app.example.com; repeatable [env MCPOWER_ALLOW_ORIGINS, comma-separated].",
+            show_default=False,
+        ),
+    ] = None,
+    allow_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="NAME",
+            help="--http: a name clients reach the server by (Host header) besides loopback ones and --host; "
+            "repeatable [env MCPOWER_ALLOW_HOSTS, comma-separated].",
+            show_default=False,
+        ),
+    ] = None,
     datasets_dir: DatasetsDir = None,
+    milvus_uri: MilvusUri = None,
     log_level: Annotated[
         str | None, typer.Option(help="debug, info, warning or error [env MCPOWER_LOG_LEVEL; default info].")
     ] = None,
@@ -28,24 +82,52 @@ def serve(
         str | None,
         typer.Option(
             "--print-config",
-            help="Print the client config snippet and exit: claude-desktop, claude-code, vscode, cursor.",
+            help="Print the client config snippet and exit: claude-desktop, claude-code, vscode, cursor "
+            "(with --http: the URL form, the token as a placeholder).",
         ),
     ] = None,
 ) -> None:
-    """Run the MCP server over stdio (started by MCP clients; logs go to stderr as JSON lines)."""
-    s = settings(datasets_dir=datasets_dir, log_level=log_level, log_format=log_format, tool_names=tool_names)
-    if print_config is not None:
-        from mcpower.server.clients import client_config
+    """Run the MCP server: over stdio (started by MCP clients), or over HTTP with --http.
 
-        typer.echo(client_config(print_config, s.datasets_dir))
-        if not any(s.datasets_dir.expanduser().glob("*/manifest.json")):
+    Logs go to stderr as JSON lines.
+    """
+    if stdio and http:
+        raise typer.BadParameter("--stdio and --http are mutually exclusive: choose one transport")
+    values = (host, port, token_file, allow_origin, allow_host)
+    given = [name for name, value in zip(_HTTP_ONLY, values) if value is not None and value != []]
+    if given and not http:
+        raise typer.BadParameter(
+            f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} to --http only; add --http"
+        )
+    s = settings(
+        datasets_dir=datasets_dir,
+        milvus_uri=milvus_uri,
+        log_level=log_level,
+        log_format=log_format,
+        tool_names=tool_names,
+        http_host=host,
+        http_port=port,
+        token_file=token_file,
+        allow_origins=allow_origin or None,
+        allow_hosts=allow_host or None,
+    )
+    if print_config is not None:
+        from mcpower.server.clients import client_config, http_client_config
+
+        if http:
+            text = http_client_config(print_config, s.http_host, s.http_port, _token_required(s), s.allow_hosts)
+        else:
+            text = client_config(print_config, s.datasets_dir)
+        typer.echo(text)
+        if not http and not any(s.datasets_dir.expanduser().glob("*/manifest.json")):
             typer.echo(f"warning: {no_datasets(s.datasets_dir)}", err=True)
         return
+    options = _http_options(s) if http else None  # bad access settings fail here, before anything loads
     from mcpower.server.logging import configure_logging
 
     configure_logging(s.log_level, s.log_format)
     from mcpower.server.app import create_server
-    from mcpower.server.stdio import run_stdio
+    from mcpower.store.milvus.client import display_uri
 
     registry = open_registry(s)
     entries = registry.entries()
@@ -54,12 +136,47 @@ def serve(
         extra={
             "event": "server.startup",
             "version": __version__,
-            "transport": "stdio",
+            "transport": "http" if http else "stdio",
             "datasets_dir": str(s.datasets_dir.expanduser().resolve()),
+            **({"milvus": display_uri(s.milvus_uri)} if s.milvus_uri else {}),
             "datasets": [e.id for e in entries if e.status == "ready"],
             "datasets_with_errors": [e.id for e in entries if e.status == "error"],
         },
     )
     if not entries:
         logger.warning(no_datasets(s.datasets_dir), extra={"event": "server.no_datasets"})
-    run_stdio(create_server(registry, s.tool_names))
+    if options is not None:
+        from mcpower.server.http import run_http
+
+        run_http(registry, options, s.tool_names)
+        return
+    from mcpower.server.stdio import run_stdio
+
+    run_stdio(create_server(registry, s.tool_names, threads=s.worker_threads))
+
+
+def _token_required(s: Settings) -> bool:
+    from mcpower.server.access import is_loopback
+
+    return s.token is not None or s.token_file is not None or not is_loopback(s.http_host)
+
+
+def _http_options(s: Settings) -> HttpOptions:
+    from mcpower.server.access import check_exposure, load_token, transport_security
+    from mcpower.server.http import HttpOptions
+
+    token = load_token(s.token.get_secret_value() if s.token else None, s.token_file)
+    check_exposure(s.http_host, token)
+    transport_security(s.http_host, s.allow_hosts, s.allow_origins)  # refuses a malformed origin
+    return HttpOptions(
+        host=s.http_host,
+        port=s.http_port,
+        token=token,
+        allow_hosts=s.allow_hosts,
+        allow_origins=s.allow_origins,
+        max_body_bytes=int(s.http_max_body_mb * 1024 * 1024),
+        call_timeout=s.http_call_timeout,
+        max_sessions=s.http_max_sessions,
+        session_idle=s.http_session_idle,
+        threads=s.worker_threads,
+    )

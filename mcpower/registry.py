@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mcpower.errors import DatasetNotFoundError, DatasetUnavailableError, EmbeddingModelError, McpowerError
+from mcpower.freshness import Freshness
 from mcpower.manifest import DatasetInfo, is_valid_id
 from mcpower.store import Catalog, DatasetEntry, Store
 from mcpower.store.local import LocalCatalog
@@ -52,6 +53,7 @@ class Registry:
         self._embedders: dict[str, Embedder] = {}
         self._lock = threading.RLock()
         self._load_locks: dict[str, threading.Lock] = {}
+        self.freshness = Freshness()  # whether results' source files changed since they were indexed
         self.scan()
 
     def close(self) -> None:
@@ -97,6 +99,14 @@ class Registry:
     def entry(self, dataset_id: str) -> DatasetEntry:
         """Raises DatasetNotFoundError (listing the ids there are) for an unknown id."""
         return self._find(dataset_id)[0]
+
+    def catalog(self, dataset_id: str) -> Catalog:
+        """The catalog that holds a dataset (to write a new version of it).
+
+        Raises:
+            DatasetNotFoundError.
+        """
+        return self._find(dataset_id)[1]
 
     def _find(self, dataset_id: str) -> tuple[DatasetEntry, Catalog]:
         with self._lock:

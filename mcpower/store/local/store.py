@@ -201,7 +201,9 @@ class LocalStore:
     def documents(self) -> list[DocumentSummary]:
         """Every document, by path."""
         with self._lock:
-            rows = self._db.execute(f"SELECT path, title, file_type, size FROM {DOCUMENTS} ORDER BY path").fetchall()
+            rows = self._db.execute(
+                f"SELECT path, title, file_type, size, mtime FROM {DOCUMENTS} ORDER BY path"
+            ).fetchall()
         return [DocumentSummary(*r) for r in rows]
 
     def iter_documents(self) -> Iterator[tuple[DocumentRow, list[ChunkRow]]]:

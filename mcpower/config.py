@@ -14,7 +14,14 @@ from typing import Literal
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from mcpower.defaults import DEFAULT_BACKEND, DEFAULT_DATASETS_DIR, DEFAULT_MAX_FILE_MB, DEFAULT_MODEL, Backend
+from mcpower.defaults import (
+    DEFAULT_BACKEND,
+    DEFAULT_DATASETS_DIR,
+    DEFAULT_MAX_FILE_MB,
+    DEFAULT_MODEL,
+    DEFAULT_WATCH_DEBOUNCE,
+    Backend,
+)
 
 
 def default_cache_dir() -> Path:
@@ -35,3 +42,7 @@ class Settings(BaseSettings):
     log_format: Literal["json", "text"] = "json"
     tool_names: Literal["default", "seed"] = "default"
     max_file_mb: float = Field(DEFAULT_MAX_FILE_MB, gt=0, description="ingest skips files larger than this")
+    watch: bool = Field(False, description="serve: re-ingest datasets as their source folders change")
+    watch_debounce: float = Field(
+        DEFAULT_WATCH_DEBOUNCE, ge=0.05, le=60, description="seconds of quiet after a change before re-ingesting"
+    )

@@ -19,6 +19,14 @@ DatasetsDir = Annotated[
     ),
 ]
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON document for programs.")]
+WatchDebounce = Annotated[
+    float | None,
+    typer.Option(
+        "--watch-debounce",
+        help="Seconds of quiet after a change before re-ingesting [env MCPOWER_WATCH_DEBOUNCE; default 1].",
+        show_default=False,
+    ),
+]
 
 
 def settings(**overrides: Any) -> Settings:

@@ -55,18 +55,29 @@ def validate(
 
 
 def datasets(datasets_dir: DatasetsDir = None, as_json: JsonFlag = False) -> None:
-    """List the datasets under the datasets root."""
+    """List the datasets under the datasets root: counts, when each was last updated (UTC), whether
+    an mcpower process watches its source folder (`--watch`), and that folder (--json)."""
     from mcpower.registry import Registry
 
     s = settings(datasets_dir=datasets_dir)
-    rows = [e.summary().model_dump() for e in Registry(s.datasets_dir, cache_dir=s.cache_dir).entries()]
+    rows: list[dict[str, Any]] = []
+    for e in Registry(s.datasets_dir, cache_dir=s.cache_dir).entries():
+        source = e.info.source if e.info is not None and e.error is None else None
+        # The source folder is shown here, to the user at the terminal, never to MCP clients.
+        rows.append({**e.summary().model_dump(), "source": source.path if source else None})
     if as_json:
         print_json({"datasets": rows})
         return
     if not rows:
         typer.echo(f"no datasets under {s.datasets_dir} (create one with `mcpower ingest PATH`)", err=True)
     for r in rows:
-        if r["status"] == "ready":
-            typer.echo(f"{r['id']:<24} {r['documents']:>6} docs {r['chunks']:>8} chunks  {r['name']}")
-        else:
+        if r["status"] != "ready":
             typer.echo(f"{r['id']:<24} error: {r['error']}")
+            continue
+        updated = r["updated_at"][:16].replace("T", " ")
+        watched = (r["watch_state"] or "").replace("_", " ") if r["watched"] else "not watched"
+        typer.echo(
+            f"{r['id']:<24} {r['documents']:>6} docs {r['chunks']:>8} chunks  updated {updated}  {watched:<14}  {r['name']}"
+        )
+        if r["watch_message"]:
+            typer.echo(f"{'':<24} {r['watch_message']}")

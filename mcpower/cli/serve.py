@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import logging
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from mcpower import __version__
-from mcpower.cli.common import DatasetsDir, settings
+from mcpower.cli.common import DatasetsDir, WatchDebounce, settings
+
+if TYPE_CHECKING:
+    from mcpower.config import Settings
+    from mcpower.registry import Registry
+    from mcpower.watch import Watcher
 
 logger = logging.getLogger("mcpower")
 
@@ -16,6 +21,15 @@ logger = logging.getLogger("mcpower")
 def serve(
     stdio: Annotated[bool, typer.Option("--stdio", help="Serve MCP over stdin/stdout (the default).")] = False,
     datasets_dir: DatasetsDir = None,
+    watch: Annotated[
+        bool | None,
+        typer.Option(
+            "--watch",
+            help="Re-ingest datasets when files in their source folders change [env MCPOWER_WATCH].",
+            show_default=False,
+        ),
+    ] = None,
+    watch_debounce: WatchDebounce = None,
     log_level: Annotated[
         str | None, typer.Option(help="debug, info, warning or error [env MCPOWER_LOG_LEVEL; default info].")
     ] = None,
@@ -32,8 +46,19 @@ def serve(
         ),
     ] = None,
 ) -> None:
-    """Run the MCP server over stdio (started by MCP clients; logs go to stderr as JSON lines)."""
-    s = settings(datasets_dir=datasets_dir, log_level=log_level, log_format=log_format, tool_names=tool_names)
+    """Run the MCP server over stdio (started by MCP clients; logs go to stderr as JSON lines).
+
+    With --watch, datasets whose source folder was recorded at ingest are re-ingested as their
+    files change; searches keep answering from the previous version meanwhile.
+    """
+    s = settings(
+        datasets_dir=datasets_dir,
+        log_level=log_level,
+        log_format=log_format,
+        tool_names=tool_names,
+        watch=watch,
+        watch_debounce=watch_debounce,
+    )
     if print_config is not None:
         from mcpower.server.clients import client_config
 
@@ -57,6 +82,20 @@ def serve(
             "datasets_dir": str(s.datasets_dir),
             "datasets": [e.id for e in entries if e.status == "ready"],
             "datasets_with_errors": [e.id for e in entries if e.status == "error"],
+            "watch": s.watch,
         },
     )
-    run_stdio(create_server(registry, s.tool_names))
+    server = create_server(registry, s.tool_names)
+    start_watcher(registry, s)
+    run_stdio(server)
+
+
+def start_watcher(registry: Registry, s: Settings) -> Watcher | None:
+    """With ``--watch``, a running Watcher over the registry's datasets (for any transport)."""
+    if not s.watch:
+        return None
+    from mcpower.watch import Watcher
+
+    watcher = Watcher(registry, quiet=s.watch_debounce)
+    watcher.start()
+    return watcher

@@ -21,6 +21,7 @@ from mcpower.layout import (
     find_manifests,
     leftover_staging,
     publish,
+    read_watch,
     stamp_of,
     write_error,
 )
@@ -77,6 +78,7 @@ class LocalCatalog:
                     f"leftover {name} from an interrupted ingest (the next ingest removes it)"
                     for name in leftover_staging(entry.handle)
                 ]
+                entry.watch = read_watch(entry.handle)
         for folder, manifest in misnamed:
             # Under the id it claims (so a search for that id explains), unless a dataset has it.
             rel = self._rel(folder)

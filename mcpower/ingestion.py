@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -251,7 +252,7 @@ def _build(
         if progress:
             progress("files", n, len(files))
         try:
-            raw = f.path.read_bytes()
+            raw, size, mtime = _read(f.path)
         except OSError as e:
             report.skipped.append((f.rel, f"cannot read: {e.strerror}"))
             continue
@@ -260,9 +261,9 @@ def _build(
         prev = old.pop(f.rel, None)
         if prev is not None and prev[0].content_hash == content_hash:
             d, cs = prev
-            if (d.size, d.mtime) != (f.size, f.mtime):
+            if (d.size, d.mtime) != (size, mtime):
                 report.touched += 1
-            docs.append(dataclasses.replace(d, id=doc_id, size=f.size, mtime=f.mtime))
+            docs.append(dataclasses.replace(d, id=doc_id, size=size, mtime=mtime))
             for old_chunk in cs:
                 chunks.append(dataclasses.replace(old_chunk, document_id=doc_id))
                 carried.append(old_chunk.id)
@@ -275,7 +276,7 @@ def _build(
             continue
         suffix = Path(f.rel).suffix.lower()
         document = chunk_document(text, suffix, Path(f.rel).name, emb.count_tokens, chunk_tokens, overlap)
-        docs.append(DocumentRow(doc_id, f.rel, document.title, suffix, f.size, f.mtime, content_hash, indexed_at, text))
+        docs.append(DocumentRow(doc_id, f.rel, document.title, suffix, size, mtime, content_hash, indexed_at, text))
         # An edited file keeps the vectors of its chunks whose text and headings did not change.
         kept = {(c.id, c.heading_path, c.text) for c in prev[1]} if prev is not None else set()
         seen: dict[str, int] = {}
@@ -318,6 +319,15 @@ def _build(
     if not np.isfinite(vectors).all():
         raise IngestError("the model produced non-finite vectors; the model files may be damaged")
     return docs, chunks, vectors
+
+
+def _read(path: Path) -> tuple[bytes, int, float]:
+    """A file's bytes with the size and modification time they had when read (a file rewritten since
+    it was listed is recorded as read, so freshness checks and the watcher compare the right times)."""
+    with open(path, "rb") as f:
+        raw = f.read()
+        st = os.fstat(f.fileno())
+    return raw, st.st_size, st.st_mtime
 
 
 def _check_unique(ids: list[int]) -> None:

@@ -36,7 +36,17 @@ def run(registry: Registry, **kwargs: object) -> SearchResponse:
 
 @pytest.mark.parametrize(
     ("text", "tokens"),
-    [("", 0), ("abcd", 1), ("abcde", 2), ("x" * 400, 100), ("数据库连接", 5), ("🎉", 2), ("café", 2), ("a🎉b", 3)],
+    [
+        ("", 0),
+        ("abc", 1),
+        ("abcdefg", 2),
+        ("abcdefgh", 3),
+        ("x" * 350, 100),
+        ("数据库连接", 5),
+        ("🎉", 2),
+        ("café", 2),
+        ("a🎉b", 3),
+    ],
 )
 def test_token_estimate(text: str, tokens: int) -> None:
     assert estimate_tokens(text) == tokens

@@ -441,7 +441,10 @@ def test_ingest_watch_refuses_a_dataset_another_process_watches(dsdir: Path, cor
     finally:
         claim.release()
     assert result.exit_code == 1
-    assert "cannot watch docs: another mcpower process (a server started with --watch?) already watches it" in result.stderr
+    assert (
+        "cannot watch docs: another mcpower process (a server started with --watch?) already watches it"
+        in result.stderr
+    )
 
 
 def test_serve_and_ingest_help_mention_watching() -> None:

@@ -23,6 +23,8 @@ WatchDebounce = Annotated[
     float | None,
     typer.Option(
         "--watch-debounce",
+        min=0.05,
+        max=60,
         help="Seconds of quiet after a change before re-ingesting [env MCPOWER_WATCH_DEBOUNCE; default 1].",
         show_default=False,
     ),

@@ -260,8 +260,22 @@ class Watcher:
     def _activate(self, ds: str, info: DatasetInfo, now: float) -> None:
         assert info.source is not None
         root = info.source.path
+        handle = self.registry.entry(ds).handle
+        try:  # the claim first: it is cheap, and a dataset another process watches is tried every recheck
+            claim = WatchClaim.take(handle) if isinstance(handle, Path) else None
+        except OSError as e:
+            self._refused[ds] = info
+            self._report(WatchEvent(ds, "refused", f"cannot claim it for watching ({e.strerror})"), logging.WARNING)
+            return
+        if claim is None and isinstance(handle, Path):
+            if self._waiting.get(ds) != "standby":
+                self._waiting[ds] = "standby"
+                self._report(WatchEvent(ds, "standby", "another mcpower process watches it; trying again later"))
+            return
         present = os.path.isdir(root)
         if present and ds not in self.trusted and not self._bound(ds, root):
+            if claim is not None:
+                claim.release()
             self._refused[ds] = info
             self._report(
                 WatchEvent(
@@ -274,18 +288,6 @@ class Watcher:
             )
             return
         catalog = self.registry.catalog(ds)
-        handle = self.registry.entry(ds).handle
-        try:
-            claim = WatchClaim.take(handle) if isinstance(handle, Path) else None
-        except OSError as e:
-            self._refused[ds] = info
-            self._report(WatchEvent(ds, "refused", f"cannot claim it for watching ({e.strerror})"), logging.WARNING)
-            return
-        if claim is None and isinstance(handle, Path):
-            if self._waiting.get(ds) != "standby":
-                self._waiting[ds] = "standby"
-                self._report(WatchEvent(ds, "standby", "another mcpower process watches it; trying again later"))
-            return
         self._waiting.pop(ds, None)
         w = _Watched(ds, root, catalog, claim, info)
         self.watched[ds] = w

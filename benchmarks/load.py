@@ -206,6 +206,8 @@ def _run(
     env = {k: v for k, v in os.environ.items() if not k.startswith("MCPOWER_")}
     env.pop("PYTHONPATH", None)
     env["HF_HUB_OFFLINE"] = "1"
+    if not real_model:
+        env["MCPOWER_ALLOWED_MODELS"] = "fake-hash-embedder"  # the launcher's fake stands in for the model
     mcpower = [sys.executable, "-m", "mcpower"] if real_model else [sys.executable, str(write_launcher(root))]
 
     def ingest(version: str) -> bool:

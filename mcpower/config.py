@@ -46,3 +46,11 @@ class Settings(BaseSettings):
     watch_debounce: float = Field(
         DEFAULT_WATCH_DEBOUNCE, ge=0.05, le=60, description="seconds of quiet after a change before re-ingesting"
     )
+    allowed_models: str = Field(
+        "", description="comma-separated models (names or absolute folders) datasets may name, besides the packaged one"
+    )
+
+    def query_models(self) -> list[str]:
+        """The models a dataset's manifest may name: the allowed ones and the operator's own ingest model."""
+        names = [m.strip() for m in self.allowed_models.split(",") if m.strip()] + [self.model]
+        return [str(Path(n).expanduser().resolve()) if Path(n).expanduser().is_dir() else n for n in names]

@@ -1,5 +1,13 @@
-"""Finding the documents to ingest: walking a folder, honouring .gitignore files, hidden names,
-include/exclude globs, symlink and size rules; what is skipped is reported with why."""
+"""Finding the documents to ingest: walking a folder, honouring hidden names, .gitignore files,
+include/exclude globs, symlink and size rules; what is skipped is reported with why.
+
+A symlinked file is judged by what it points at: its target must pass the same rules as a file
+at the target's own place (so a link cannot smuggle in a hidden file such as ``.env``, or one
+under an excluded folder), and a target outside the folder is followed only with
+``follow_symlinks``, and then only if no part of its path is hidden or excluded. Files are read
+through one descriptor opened without blocking and checked to be a regular file of the size
+allowed, so a FIFO or device swapped in after the walk cannot hang an ingest.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +15,17 @@ import os
 import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
 from mcpower.chunking import SUPPORTED_TYPES
 from mcpower.defaults import DEFAULT_MAX_FILE_MB
 
+if TYPE_CHECKING:
+    import pathspec
+
 DEFAULT_MAX_FILE_BYTES = int(DEFAULT_MAX_FILE_MB * 1024 * 1024)
+MAX_GITIGNORE_BYTES = 1024 * 1024  # a bigger .gitignore is not one
 
 
 @dataclass(frozen=True)
@@ -25,6 +38,77 @@ class SourceFile:
     mtime: float
 
 
+class _Rules:
+    """Which paths under ``root`` the folder's rules leave out (relative, '/'-separated)."""
+
+    def __init__(self, root: Path, include: Sequence[str], exclude: Sequence[str]) -> None:
+        import pathspec
+
+        self.root = root
+        self.include = pathspec.GitIgnoreSpec.from_lines(include) if include else None
+        self.exclude = pathspec.GitIgnoreSpec.from_lines(exclude)
+        self._gitignores: dict[str, pathspec.GitIgnoreSpec | None] = {}
+
+    def _gitignore(self, rel_dir: str) -> pathspec.GitIgnoreSpec | None:
+        """The .gitignore of the folder ``rel_dir`` ('' or 'a/b/'), read once."""
+        if rel_dir not in self._gitignores:
+            import pathspec
+
+            spec = None
+            try:
+                with open(self.root / rel_dir / ".gitignore", "rb") as f:
+                    text = f.read(MAX_GITIGNORE_BYTES).decode("utf-8", "replace")
+                spec = pathspec.GitIgnoreSpec.from_lines(text.splitlines())
+            except OSError:
+                pass
+            self._gitignores[rel_dir] = spec
+        return self._gitignores[rel_dir]
+
+    def gitignored(self, rel: str, is_dir: bool) -> bool:
+        probe = rel + ("/" if is_dir else "")
+        parts = rel.split("/")[:-1]
+        for depth in range(len(parts) + 1):
+            base = "".join(p + "/" for p in parts[:depth])
+            spec = self._gitignore(base)
+            if spec is not None and spec.match_file(probe[len(base) :]):
+                return True
+        return False
+
+    def dir_reason(self, rel: str) -> str | None:
+        """Why the folder ``rel`` is left out, or None."""
+        if rel.rsplit("/", 1)[-1].startswith("."):
+            return "hidden"
+        if self.gitignored(rel, True):
+            return "ignored by .gitignore"
+        if self.exclude.match_file(rel + "/"):
+            return "excluded"
+        return None
+
+    def file_reason(self, rel: str) -> str | None:
+        """Why the file ``rel`` is left out (its folders taken as passing), or None."""
+        name = rel.rsplit("/", 1)[-1]
+        if name.startswith("."):
+            return "hidden"
+        if PurePosixPath(name).suffix.lower() not in SUPPORTED_TYPES:
+            return "not a supported type"
+        if self.gitignored(rel, False):
+            return "ignored by .gitignore"
+        if self.exclude.match_file(rel):
+            return "excluded"
+        if self.include is not None and not self.include.match_file(rel):
+            return "not included"
+        return None
+
+    def path_reason(self, rel: str) -> str | None:
+        """Why the file ``rel`` is left out, its folders included."""
+        parts = rel.split("/")
+        for depth in range(1, len(parts)):
+            reason = self.dir_reason("/".join(parts[:depth]))
+            if reason:
+                return reason
+        return self.file_reason(rel)
+
+
 def discover(
     root: Path,
     include: Sequence[str] = (),
@@ -33,62 +117,96 @@ def discover(
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
     skip_dirs: Sequence[Path] = (),
 ) -> tuple[list[SourceFile], list[tuple[str, str]]]:
-    """Supported files under ``root``, honouring .gitignore files, hidden names and the globs.
+    """Supported files under ``root``, honouring hidden names, .gitignore files, the globs and the
+    symlink rules (module docstring).
 
-    Returns the files (sorted by relative path) and what was skipped with why.
+    Returns the files (sorted by relative path) and what was skipped with why (files left out by
+    a rule the user set up — hidden, ignored, excluded — are left out silently, unless a symlink
+    pointed at them).
     """
-    import pathspec
-
     root = root.resolve()
-    inc = pathspec.GitIgnoreSpec.from_lines(include) if include else None
-    exc = pathspec.GitIgnoreSpec.from_lines(exclude)
+    rules = _Rules(root, include, exclude)
     skip = {p.resolve() for p in skip_dirs}
-    ignores: list[tuple[str, pathspec.GitIgnoreSpec]] = []
     files: list[SourceFile] = []
     skipped: list[tuple[str, str]] = []
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         here = Path(dirpath)
         rel_dir = here.relative_to(root).as_posix()
         rel_dir = "" if rel_dir == "." else rel_dir + "/"
-        gi = here / ".gitignore"
-        if gi.is_file():
-            ignores.append((rel_dir, pathspec.GitIgnoreSpec.from_lines(gi.read_text(errors="replace").splitlines())))
-
-        def ignored(rel: str, is_dir: bool) -> bool:
-            probe = rel + ("/" if is_dir else "")
-            return any(probe.startswith(base) and spec.match_file(probe[len(base) :]) for base, spec in ignores)
-
         dirnames[:] = sorted(
-            d
-            for d in dirnames
-            if not d.startswith(".")
-            and not ignored(rel_dir + d, True)
-            and (here / d).resolve() not in skip
-            and not exc.match_file(rel_dir + d + "/")
+            d for d in dirnames if rules.dir_reason(rel_dir + d) is None and (here / d).resolve() not in skip
         )
         for name in sorted(filenames):
             rel = rel_dir + name
-            suffix = Path(name).suffix.lower()
-            if name.startswith(".") or suffix not in SUPPORTED_TYPES or ignored(rel, False):
+            if rules.file_reason(rel) is not None:
                 continue
-            if exc.match_file(rel) or (inc is not None and not inc.match_file(rel)):
-                continue
-            path = here / name
-            try:
-                st = os.stat(path, follow_symlinks=False)
-                if stat.S_ISLNK(st.st_mode):
-                    target = path.resolve()
-                    if not follow_symlinks and not target.is_relative_to(root):
-                        skipped.append((rel, "symlink pointing outside the folder (use --follow-symlinks)"))
-                        continue
-                    st = os.stat(target)
-            except OSError as e:
-                skipped.append((rel, f"cannot read: {e.strerror}"))
-                continue
-            if not stat.S_ISREG(st.st_mode):
-                skipped.append((rel, "not a regular file"))
-            elif st.st_size > max_file_bytes:
-                skipped.append((rel, f"{st.st_size / 1e6:.1f} MB, over the {max_file_bytes / 1e6:g} MB limit"))
+            found = _examine(root, here / name, rel, rules, follow_symlinks, max_file_bytes)
+            if isinstance(found, SourceFile):
+                files.append(found)
             else:
-                files.append(SourceFile(rel, path, st.st_size, st.st_mtime))
+                skipped.append((rel, found))
     return files, skipped
+
+
+def _examine(
+    root: Path, path: Path, rel: str, rules: _Rules, follow_symlinks: bool, max_file_bytes: int
+) -> SourceFile | str:
+    """The file, or why it is skipped."""
+    try:
+        st = os.stat(path, follow_symlinks=False)
+        if stat.S_ISLNK(st.st_mode):
+            target = path.resolve(strict=True)
+            reason = _link_reason(root, target, rules, follow_symlinks)
+            if reason:
+                return reason
+            st = os.stat(target)
+    except (OSError, RuntimeError) as e:  # RuntimeError: a symlink loop (Python < 3.13)
+        return f"cannot read: {getattr(e, 'strerror', None) or 'symlink loop'}"
+    if not stat.S_ISREG(st.st_mode):
+        return "not a regular file"
+    if st.st_size > max_file_bytes:
+        return f"{st.st_size / 1e6:.1f} MB, over the {max_file_bytes / 1e6:g} MB limit"
+    return SourceFile(rel, path, st.st_size, st.st_mtime)
+
+
+def _link_reason(root: Path, target: Path, rules: _Rules, follow_symlinks: bool) -> str | None:
+    """Why a symlink to ``target`` is not followed, or None."""
+    if target.is_relative_to(root):
+        reason = rules.path_reason(target.relative_to(root).as_posix())
+        if reason and reason != "not a supported type":
+            return f"symlink to a file that is {reason} ({target.relative_to(root).as_posix()[:200]}): not followed"
+        return None
+    if not follow_symlinks:
+        return "symlink pointing outside the folder (use --follow-symlinks)"
+    hidden = [p for p in target.parts if p.startswith(".")]
+    if hidden or rules.exclude.match_file(target.as_posix().lstrip("/")):
+        return "symlink to a hidden or excluded path outside the folder: not followed"
+    return None
+
+
+def read_document(source: SourceFile, max_file_bytes: int) -> tuple[bytes, os.stat_result]:
+    """The bytes of a discovered file, read through one descriptor that is checked to be a regular
+    file within the size limit (it may have changed since it was discovered), and its status just
+    before they were read (so a size and time recorded with them are never newer than the bytes).
+
+    Raises:
+        OSError: it cannot be read, or is no longer a regular file of an allowed size.
+    """
+    fd = os.open(source.path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(0, "no longer a regular file")
+        if st.st_size > max_file_bytes:
+            raise OSError(0, f"grew to {st.st_size / 1e6:.1f} MB, over the {max_file_bytes / 1e6:g} MB limit")
+        chunks = []
+        remaining = max_file_bytes + 1
+        while remaining > 0 and (block := os.read(fd, min(remaining, 1 << 20))):
+            chunks.append(block)
+            remaining -= len(block)
+        data = b"".join(chunks)
+        if len(data) > max_file_bytes:
+            raise OSError(0, f"grew over the {max_file_bytes / 1e6:g} MB limit")
+        return data, st
+    finally:
+        os.close(fd)

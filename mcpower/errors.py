@@ -32,8 +32,14 @@ class McpowerError(Exception):
 class DatasetNotFoundError(McpowerError):
     code = "DATASET_NOT_FOUND"
 
+    SHOWN = 20  # ids named in the message; the rest are counted
+
     def __init__(self, dataset_id: str, available: list[str]) -> None:
-        shown = ", ".join(available) if available else "none (create one with `mcpower ingest PATH`)"
+        shown = ", ".join(available[: self.SHOWN]) if available else "none (create one with `mcpower ingest PATH`)"
+        if len(available) > self.SHOWN:
+            shown += (
+                f" and {len(available) - self.SHOWN} more (list them with knowledge_list_datasets / `mcpower datasets`)"
+            )
         super().__init__(f"unknown dataset {dataset_id[:80]!r}; available datasets: {shown}")
         self.dataset_id = dataset_id
         self.available = available

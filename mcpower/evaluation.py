@@ -91,6 +91,14 @@ def doc_keys(path: str) -> tuple[str, ...]:
     return (path, str(p.with_suffix("")), p.stem)
 
 
+def missing_documents(qrels: dict[str, dict[str, float]], paths: list[str]) -> tuple[list[str], int]:
+    """The relevant judged document ids no document of ``paths`` goes by (doc_keys), sorted, and how
+    many relevant judged ids there are."""
+    known = {key for path in paths for key in doc_keys(path)}
+    relevant = {doc for judged in qrels.values() for doc, gain in judged.items() if gain > 0}
+    return sorted(relevant - known), len(relevant)
+
+
 def ndcg_at(ranked: list[str], judged: dict[str, float], k: int) -> float:
     dcg = sum(judged.get(d, 0.0) / math.log2(i + 2) for i, d in enumerate(ranked[:k]))
     ideal = sorted((g for g in judged.values() if g > 0), reverse=True)[:k]

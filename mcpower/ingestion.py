@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
-import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -25,7 +24,7 @@ from pydantic import ValidationError
 from mcpower import __version__, embedding
 from mcpower.chunking import CHUNKER, SUPPORTED_TYPES, chunk_document, decode_text
 from mcpower.defaults import DEFAULT_BACKEND, DEFAULT_CHUNK_TOKENS, DEFAULT_MODEL, DEFAULT_OVERLAP, DEFAULT_TOP_K
-from mcpower.discover import DEFAULT_MAX_FILE_BYTES, SourceFile, discover
+from mcpower.discover import DEFAULT_MAX_FILE_BYTES, SourceFile, discover, read_document
 from mcpower.errors import IngestError
 from mcpower.manifest import (
     MAX_CHUNK_TOKENS,
@@ -120,6 +119,10 @@ def ingest(
     opts = options or IngestOptions()
     catalog = LocalCatalog(target) if isinstance(target, Path) else target
     src = source.expanduser()
+    if src.is_file():
+        raise IngestError(
+            f"{source} is a file; pass the folder it is in (with --include {src.name!r} to ingest only it)"
+        )
     if not src.is_dir():
         raise IngestError(f"{source}: no such folder; pass the folder of documents to ingest")
     src = src.resolve()
@@ -159,7 +162,7 @@ def ingest(
                 report.rebuild_reason = "the model or chunking settings changed"
             reuse = previous if previous is not None and not opts.full and not report.rebuild_reason else None
             report.full_rebuild = reuse is None
-            docs, chunks, vectors = _build(src, files, emb, chunk_tokens, overlap, reuse, report, progress)
+            docs, chunks, vectors = _build(src, files, opts, emb, chunk_tokens, overlap, reuse, report, progress)
             prev = previous.info if previous is not None else None
             now = now_utc()
             name = opts.name or src.name
@@ -233,6 +236,7 @@ def _fingerprint(emb: embedding.Embedder, chunk_tokens: int, overlap: int) -> st
 def _build(
     src: Path,
     files: list[SourceFile],
+    opts: IngestOptions,
     emb: embedding.Embedder,
     chunk_tokens: int,
     overlap: int,
@@ -252,7 +256,8 @@ def _build(
         if progress:
             progress("files", n, len(files))
         try:
-            raw, size, mtime = _read(f.path)
+            raw, st = read_document(f, opts.max_file_bytes)
+            size, mtime = st.st_size, st.st_mtime  # as read: a file rewritten since it was listed counts as read
         except OSError as e:
             report.skipped.append((f.rel, f"cannot read: {e.strerror}"))
             continue
@@ -297,7 +302,7 @@ def _build(
             report.changed += 1
     report.removed = len(old)
     if not docs:
-        raise IngestError(f"{src.name}: every file was skipped ({report.skipped[0][0]}: {report.skipped[0][1]} ...)")
+        raise IngestError(f"{src.name}: every file was skipped — {skip_summary(report.skipped)}")
     _check_unique([c.id for c in chunks])
     vectors = np.zeros((len(chunks), emb.dimension), dtype=np.float32)
     if reuse is not None and carried:
@@ -321,13 +326,16 @@ def _build(
     return docs, chunks, vectors
 
 
-def _read(path: Path) -> tuple[bytes, int, float]:
-    """A file's bytes with the size and modification time they had when read (a file rewritten since
-    it was listed is recorded as read, so freshness checks and the watcher compare the right times)."""
-    with open(path, "rb") as f:
-        raw = f.read()
-        st = os.fstat(f.fileno())
-    return raw, st.st_size, st.st_mtime
+def skip_summary(skipped: list[tuple[str, str]], examples: int = 3) -> str:
+    """What was skipped, by reason: 'not UTF-8 (2 files: a.md, b.md); binary file (1 file: c.md)'."""
+    by_reason: dict[str, list[str]] = {}
+    for path, reason in skipped:
+        by_reason.setdefault(reason.split(" (byte ")[0], []).append(path)
+    parts = []
+    for reason, paths in sorted(by_reason.items(), key=lambda kv: -len(kv[1])):
+        shown = ", ".join(paths[:examples]) + (", ..." if len(paths) > examples else "")
+        parts.append(f"{reason} ({len(paths)} file{'s' if len(paths) != 1 else ''}: {shown})")
+    return "; ".join(parts)
 
 
 def _check_unique(ids: list[int]) -> None:

@@ -42,6 +42,7 @@ MAX_WATCH_BYTES = 2048  # a WatchState as JSON is a few hundred bytes
 STAGING_PREFIX = ".staging-"
 VERSION_PREFIX = "v-"
 
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 # (ino, mtime_ns, size) of a file: a replaced or rewritten manifest gets another stamp.
 Stamp = tuple[int, int, int]
 
@@ -61,11 +62,15 @@ def write_manifest(manifest: Manifest, folder: Path) -> Path:
     if len(text.encode()) > MAX_MANIFEST_BYTES:  # pragma: no cover - fields are length-capped
         raise InvalidManifestError(f"{manifest.id}: manifest would exceed {MAX_MANIFEST_BYTES} bytes")
     target = folder / MANIFEST_NAME
-    tmp = folder / f".{MANIFEST_NAME}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
+    # A new file under an unpredictable name, no symlink followed: nothing prepared in the folder
+    # can redirect the write.
+    tmp = folder / f".{MANIFEST_NAME}.{secrets.token_hex(8)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o644)
+    try:
+        os.write(fd, text.encode("utf-8"))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
     os.replace(tmp, target)
     fsync_path(folder)
     return target
@@ -79,25 +84,62 @@ def dataset_lock(folder: Path, wait: bool = False) -> Iterator[None]:
         DatasetLockedError: another process holds it and ``wait`` is False.
         IngestError: the folder or the lock file cannot be created (read-only or full disk).
     """
+    fd = _locked(folder, wait)
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        fd = os.open(folder / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError as e:
-        raise write_error(folder.name, e) from e
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-        except BlockingIOError:
-            holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "unknown process"
-            raise DatasetLockedError(
-                f"dataset {folder.name!r} is being written by another ingest ({holder}); "
-                "wait for it to finish or pass --wait"
-            ) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"pid {os.getpid()} since {now_utc().isoformat()}".encode(), 0)
         yield
     finally:
         os.close(fd)  # closing releases the flock
+
+
+def _locked(folder: Path, wait: bool) -> int:
+    """A descriptor of ``folder/.lock`` holding its flock. The lock file is never a symlink, and is
+    the one at that name when the lock is granted (a writer that gave up removes it: then retry)."""
+    while True:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            fd = os.open(folder / LOCK_NAME, os.O_RDWR | os.O_CREAT | _NOFOLLOW | os.O_NONBLOCK, 0o644)
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                raise IngestError(
+                    f"{folder.name}/{LOCK_NAME} is a symlink; mcpower will not write through it (remove it)"
+                ) from e
+            raise write_error(folder.name, e) from e
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise IngestError(f"{folder.name}/{LOCK_NAME} is not a regular file; remove it")
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+            except BlockingIOError:
+                holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "unknown process"
+                raise DatasetLockedError(
+                    f"dataset {folder.name!r} is being written by another ingest ({holder}); "
+                    "wait for it to finish or pass --wait"
+                ) from None
+            here = os.stat(folder / LOCK_NAME, follow_symlinks=False)
+            held = os.fstat(fd)
+            if (here.st_dev, here.st_ino) == (held.st_dev, held.st_ino):
+                return fd
+        except FileNotFoundError:
+            pass  # removed while we waited: take the lock again
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)
+
+
+def remove_if_unpublished(folder: Path) -> None:
+    """Remove a dataset folder that holds nothing but its lock (a first ingest that failed); the
+    caller holds the lock."""
+    if (folder / MANIFEST_NAME).exists():
+        return
+    try:
+        if {c.name for c in folder.iterdir()} <= {LOCK_NAME}:
+            (folder / LOCK_NAME).unlink(missing_ok=True)
+            folder.rmdir()
+    except OSError as e:
+        logger.debug("could not remove the empty dataset folder %s: %s", folder.name, e)
 
 
 def publish(folder: Path, write: Callable[[Path, str], Manifest]) -> Manifest:
@@ -206,8 +248,11 @@ def resolve_inside(folder: Path, rel: str) -> Path:
     Raises:
         InvalidManifestError: the path escapes the folder or is not a regular file.
     """
-    root = folder.resolve()
-    target = (root / rel).resolve()
+    try:
+        root = folder.resolve()
+        target = (root / rel).resolve()
+    except (OSError, RuntimeError) as e:  # RuntimeError: a symlink loop (Python < 3.13)
+        raise InvalidManifestError(f"{folder.name}: {rel!r} cannot be resolved (a symlink loop?)") from e
     if not target.is_relative_to(root):
         raise InvalidManifestError(f"{folder.name}: {rel!r} points outside the dataset folder")
     try:

@@ -8,6 +8,7 @@ store keeps its files and their checksums (mcpower/layout.py draws the folder).
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -186,25 +187,36 @@ _KEY_ORDER = (
 def read_manifest(path: Path) -> Manifest:
     """Read and validate ``path`` (a manifest.json), refusing anything odd before parsing it.
 
+    The file is opened once (no symlink followed, without blocking) and that descriptor is checked
+    and read, so what is checked is what is read.
+
     Raises:
         InvalidManifestError: not a regular file, too big, not JSON, or breaks a schema rule.
     """
     where = f"{path.parent.name}/{path.name}"
     try:
-        st = os.stat(path, follow_symlinks=False)
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError as e:
+        reason = "not a regular file (a symlink)" if e.errno == errno.ELOOP else f"cannot read ({e.strerror})"
+        raise InvalidManifestError(f"{where}: {reason}") from e
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise InvalidManifestError(f"{where}: not a regular file")
+        if st.st_size > MAX_MANIFEST_BYTES:
+            raise InvalidManifestError(
+                f"{where}: {st.st_size} bytes, over the {MAX_MANIFEST_BYTES}-byte limit for manifests"
+            )
+        raw = os.read(fd, MAX_MANIFEST_BYTES + 1)
     except OSError as e:
         raise InvalidManifestError(f"{where}: cannot read ({e.strerror})") from e
-    if not stat.S_ISREG(st.st_mode):
-        raise InvalidManifestError(f"{where}: not a regular file")
-    if st.st_size > MAX_MANIFEST_BYTES:
-        raise InvalidManifestError(
-            f"{where}: {st.st_size} bytes, over the {MAX_MANIFEST_BYTES}-byte limit for manifests"
-        )
+    finally:
+        os.close(fd)
+    if len(raw) > MAX_MANIFEST_BYTES:
+        raise InvalidManifestError(f"{where}: over the {MAX_MANIFEST_BYTES}-byte limit for manifests")
     try:
-        with open(path, "rb") as f:
-            raw = f.read(MAX_MANIFEST_BYTES + 1)
         data = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:  # RecursionError: `[[[[...` nesting
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:  # RecursionError: `[[[[...` nesting
         raise InvalidManifestError(f"{where}: not valid UTF-8 JSON ({e})") from e
     if not isinstance(data, dict):
         raise InvalidManifestError(f"{where}: must be a JSON object")

@@ -12,10 +12,11 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from mcpower.checksums import FileHashes
 from mcpower.errors import DatasetNotFoundError, DatasetUnavailableError, EmbeddingModelError, McpowerError
 from mcpower.freshness import Freshness
 from mcpower.manifest import DatasetInfo, is_valid_id
@@ -44,16 +45,24 @@ class Registry:
         catalogs: Sequence[Catalog] = (),
         embedder_factory: EmbedderFactory | None = None,
         cache_dir: Path | None = None,
+        allowed_models: Collection[str] = (),
     ) -> None:
-        self.catalogs: list[Catalog] = [*([LocalCatalog(root)] if root is not None else []), *catalogs]
+        if cache_dir is None:
+            from mcpower.config import default_cache_dir
+
+            cache_dir = default_cache_dir()
+        local = [LocalCatalog(root, FileHashes(cache_dir))] if root is not None else []
+        self.catalogs: list[Catalog] = [*local, *catalogs]
         self._factory = embedder_factory or self._load_query_embedder
         self._cache_dir = cache_dir
+        self._allowed_models = tuple(allowed_models)
         self._entries: dict[str, tuple[DatasetEntry, Catalog]] = {}
         self._stores: dict[str, Store] = {}
         self._embedders: dict[str, Embedder] = {}
         self._lock = threading.RLock()
         self._load_locks: dict[str, threading.Lock] = {}
         self.freshness = Freshness()  # whether results' source files changed since they were indexed
+        self._logged: set[tuple[str, str]] = set()
         self.scan()
 
     def close(self) -> None:
@@ -75,8 +84,8 @@ class Registry:
                 same = known is not None and known[0].info == entry.info and known[0].version == entry.version
                 if known is not None and same and entry.info is not None:
                     entry.error = entry.error or known[0].error  # a load failure stays until the dataset changes
-                elif entry.error is not None and (known is None or _message(known[0]) != entry.error.message):
-                    _log_error(entry.id, entry.error)  # log news only
+                elif entry.error is not None:
+                    self._log_error(entry.id, entry.error)
                 if entry.id in found:  # the same id in two catalogs: the first keeps it
                     other = found[entry.id][0].location
                     entry.error = DatasetUnavailableError(
@@ -112,8 +121,10 @@ class Registry:
         with self._lock:
             found = self._entries.get(dataset_id) if isinstance(dataset_id, str) else None
         if found is None:
-            if is_valid_id(dataset_id):
-                self.scan()  # a dataset ingested since we last looked
+            # A dataset ingested since we last looked; asked of each catalog cheaply first, so a
+            # stream of unknown ids does not rescan every dataset each time.
+            if is_valid_id(dataset_id) and any(c.contains(dataset_id) for c in self.catalogs):
+                self.scan()
                 with self._lock:
                     found = self._entries.get(dataset_id)
             if found is None:
@@ -143,7 +154,7 @@ class Registry:
                     return store
             started = time.perf_counter()
             try:
-                new = catalog.open(entry)
+                new = _open(catalog, entry)
             except DatasetUnavailableError:
                 # Two publishes while we loaded can prune the version we were reading: load the current one.
                 fresh = self._fresh(entry, catalog)[0]
@@ -151,10 +162,10 @@ class Registry:
                     if fresh is entry or fresh.info is None:
                         raise
                     entry = fresh
-                    new = catalog.open(fresh)
+                    new = _open(catalog, fresh)
                 except DatasetUnavailableError as e:
                     entry.error = e
-                    _log_error(entry.id, e)
+                    self._log_error(entry.id, e)
                     raise
             assert entry.info is not None
             logger.info(
@@ -211,7 +222,7 @@ class Registry:
     def _load_query_embedder(self, model: str) -> Embedder:
         from mcpower import embedding
 
-        return embedding.load_query_embedder(model, self._cache_dir)
+        return embedding.load_query_embedder(model, self._cache_dir, self._allowed_models)
 
     def prefetch_embedder(self, dataset: str | None) -> None:
         """Start loading the query model in a thread while the caller loads the store (a cold CLI
@@ -231,7 +242,8 @@ class Registry:
         threading.Thread(target=load, name="mcpower-embedder", daemon=True).start()
 
     def warm_up(self) -> None:
-        """Load every ready dataset and its query embedder now (the server does this after the handshake)."""
+        """Load every ready dataset and its query embedder now (the server does this after the
+        handshake); a dataset that fails is logged and skipped, the others are still warmed."""
         for entry in self.entries():
             if entry.status != "ready":
                 continue
@@ -239,12 +251,34 @@ class Registry:
                 store = self.store(entry.id)
                 self.embedder_for(store.info).embed_query("warm up")
             except McpowerError as e:
-                _log_error(entry.id, e)
+                self._log_error(entry.id, e)
+            except Exception as e:  # a bug must not stop the warm-up of the datasets after it
+                logger.warning("dataset.error %s: %s", entry.id, type(e).__name__, exc_info=True)
+
+    def _log_error(self, dataset_id: str, error: McpowerError) -> None:
+        """Log a dataset's error once (at info: it is the dataset's state, which `validate`, the
+        dataset list and the failing call report; the server's log shows it once)."""
+        key = (dataset_id, error.message)
+        with self._lock:
+            if key in self._logged:
+                return
+            self._logged.add(key)
+        logger.info(
+            "dataset.error %s",
+            error.message,
+            extra={"event": "dataset.error", "dataset": dataset_id, "code": error.code},
+        )
 
 
-def _message(entry: DatasetEntry) -> str | None:
-    return entry.error.message if entry.error else None
-
-
-def _log_error(dataset_id: str, error: McpowerError) -> None:
-    logger.warning("dataset.error %s", error.message, extra={"event": "dataset.error", "dataset": dataset_id})
+def _open(catalog: Catalog, entry: DatasetEntry) -> Store:
+    """``catalog.open(entry)``; any failure is that dataset's DatasetUnavailableError, never an
+    exception that would take a search of every dataset, or the server's warm-up, down with it."""
+    try:
+        return catalog.open(entry)
+    except McpowerError:
+        raise
+    except Exception as e:
+        logger.debug("loading %s failed", entry.id, exc_info=True)
+        raise DatasetUnavailableError(
+            f"{entry.id}: cannot be loaded ({type(e).__name__}); run `mcpower validate`, or re-ingest it"
+        ) from e

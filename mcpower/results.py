@@ -90,6 +90,9 @@ class SearchMeta(BaseModel):
         description="true when even the best result matches weakly: the answer may not be in the data"
     )
     min_score: float = 0.0
+    notes: list[str] = Field(
+        default_factory=list, description="what the caller should know about this answer: datasets skipped and why"
+    )
     # Paging and budgets: absent unless the caller asked for them (or a size cap cut the answer),
     # so a plain search answers exactly as before they existed.
     offset: int | None = Field(None, exclude_if=_absent, description="rank of the first result, from 0")

@@ -51,7 +51,7 @@ from mcpower.results import (
     clip_json_tokens,
     estimate_tokens,
 )
-from mcpower.store import ChunkHit, Store
+from mcpower.store import MAX_CHUNK_ID, ChunkHit, Store
 from mcpower.terms import query_terms
 
 SCOPES = ("chunk", "neighbors", "section")
@@ -103,11 +103,13 @@ def search(
         raise InvalidQueryError(f"max_tokens must be a positive whole number, got {str(max_tokens)[:20]}")
     if m != "keyword":
         registry.prefetch_embedder(dataset)
+    notes: list[str] = []
     if dataset is not None:
         stores = [registry.store(dataset)]
     else:
         stores, failed = [], []
-        registry.scan()  # pick up datasets ingested (or broken) since the last look
+        entries = registry.scan()  # pick up datasets ingested (or broken) since the last look
+        broken = sum(1 for e in entries if e.status == "error")
         for i in registry.ready_ids():
             try:  # one corrupt dataset, or one whose model cannot be used, must not break the others
                 store = registry.store(i)
@@ -116,8 +118,13 @@ def search(
                 stores.append(store)
             except (DatasetUnavailableError, EmbeddingModelError) as e:
                 failed.append(e)
+                notes.append(f"dataset {i!r} skipped ({e.code}): {e.message}")
         if failed and not stores:
             raise failed[0]
+        if broken:
+            notes.append(f"{broken} dataset(s) could not be loaded (see knowledge_list_datasets / `mcpower validate`)")
+        if not entries:
+            notes.append("there are no datasets yet: create one with `mcpower ingest PATH`")
     k = top_k or (
         stores[0].info.default_top_k
         if len(stores) == 1
@@ -144,6 +151,7 @@ def search(
         duration_ms=0.0,
         low_confidence=is_low_confidence(m, merged[0][0] if merged else None),
         min_score=min_score,
+        notes=notes,
         offset=offset if paging else None,
         next_offset=offset + len(picked) if len(ranked) > offset + len(picked) and paging else None,
     )
@@ -260,7 +268,7 @@ def parse_result_id(result_id: str) -> tuple[str, int]:
         cid = int(hex_id, 16) if len(hex_id) == 16 else -1
     except ValueError:
         cid = -1
-    if cid < 0 or not is_valid_id(dataset) or len(dataset) > MAX_ID_CHARS:
+    if not 0 <= cid <= MAX_CHUNK_ID or not is_valid_id(dataset) or len(dataset) > MAX_ID_CHARS:
         raise ResultNotFoundError(
             f"{str(result_id)[:80]!r} is not a result id; use one from a search result (like 'docs:0123456789abcdef')"
         )

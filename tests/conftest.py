@@ -38,6 +38,7 @@ class FakeEmbedder:
 
     model_name = "fake-hash-embedder"
     model_fingerprint = "fake-hash-v1"
+    legacy_fingerprint = None
     backend = "onnx"
     dimension = 256
     max_tokens = 256
@@ -97,6 +98,8 @@ def fake_embedder(monkeypatch: pytest.MonkeyPatch) -> FakeEmbedder:
         return fake
 
     monkeypatch.setattr(embedding, "load_embedder", load)
+    # Datasets it built name it as their model: an operator would allow a model of their own so.
+    monkeypatch.setenv("MCPOWER_ALLOWED_MODELS", FakeEmbedder.model_name)
     fake.load_calls = calls  # type: ignore[attr-defined]
     return fake
 
@@ -207,7 +210,7 @@ def make_registry(datasets_dir: Path, fake_embedder: FakeEmbedder) -> Iterator[C
     made: list[Registry] = []
 
     def make() -> Registry:
-        registry = Registry(datasets_dir)
+        registry = Registry(datasets_dir, allowed_models=[FakeEmbedder.model_name])
         made.append(registry)
         return registry
 

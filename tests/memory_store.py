@@ -178,3 +178,6 @@ class MemoryCatalog:
 
     def location(self, dataset_id: str) -> str:
         return f"{self.name}:{dataset_id}"
+
+    def contains(self, dataset_id: str) -> bool:
+        return dataset_id in self.builds

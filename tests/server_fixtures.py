@@ -154,6 +154,7 @@ def subprocess_env() -> dict[str, str]:
     """The test's environment (already isolated by conftest), unbuffered, without PYTHONPATH surprises."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MCPOWER_")}
     env["PYTHONUNBUFFERED"] = "1"
+    env["MCPOWER_ALLOWED_MODELS"] = "fake-hash-embedder"  # the launcher's fake stands in for the model
     env.pop("PYTHONPATH", None)
     return env
 
@@ -227,7 +228,9 @@ class StdioServer:
 
     # -- reading
 
-    def wait_for(self, request_id: Any, timeout: float = 15.0) -> dict[str, Any]:
+    # Deadlines tell a hang from an answer, and do not measure speed: generous, so that a loaded
+    # machine (CI, or the other sessions of a developer) cannot fail a test by being slow.
+    def wait_for(self, request_id: Any, timeout: float = 60.0) -> dict[str, Any]:
         """The response to ``request_id``; fails after ``timeout`` seconds or if stdout closes first."""
         deadline = time.monotonic() + timeout
         while request_id not in self.messages:
@@ -246,13 +249,13 @@ class StdioServer:
                 self.messages[msg["id"]] = msg
         return self.messages[request_id]
 
-    def call(self, method: str, params: dict[str, Any] | None = None, timeout: float = 15.0) -> dict[str, Any]:
+    def call(self, method: str, params: dict[str, Any] | None = None, timeout: float = 60.0) -> dict[str, Any]:
         """A request that must succeed; returns its ``result``."""
         response = self.wait_for(self.request(method, params), timeout)
         assert "result" in response, response
         return response["result"]  # type: ignore[no-any-return]
 
-    def initialize(self, timeout: float = 30.0) -> dict[str, Any]:
+    def initialize(self, timeout: float = 120.0) -> dict[str, Any]:
         result = self.call(
             "initialize",
             {
@@ -265,7 +268,7 @@ class StdioServer:
         self.notify("notifications/initialized")
         return result
 
-    def call_tool(self, name: str, arguments: dict[str, Any], timeout: float = 15.0) -> dict[str, Any]:
+    def call_tool(self, name: str, arguments: dict[str, Any], timeout: float = 60.0) -> dict[str, Any]:
         return self.call("tools/call", {"name": name, "arguments": arguments}, timeout)
 
     # -- ending

@@ -15,7 +15,7 @@ from mcpower.results import SearchResponse, clip_json_tokens, estimate_tokens, j
 from mcpower.search import MAX_OFFSET, MIN_SNIPPET_CHARS, get_source, search
 
 # Fields a plain search has always answered with (the budget's are absent unless asked for).
-META_FIELDS = {"datasets", "mode", "limit", "count", "duration_ms", "low_confidence", "min_score"}
+META_FIELDS = {"datasets", "mode", "limit", "count", "duration_ms", "low_confidence", "min_score", "notes"}
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ import pytest
 from conftest import count_words
 
 from mcpower.chunking import HEADING_SEPARATOR, MAX_HEADING_TOKENS, Chunk, Document, chunk_document
+from mcpower.chunking.sections import MAX_HEADING_CHARS, MAX_HEADING_PATH_CHARS
 
 
 def chunk(
@@ -249,7 +250,7 @@ def test_long_text_without_spaces_is_kept_whole_in_pieces_within_the_budget() ->
 
 
 def test_overlong_heading_is_cut_in_what_the_model_reads() -> None:
-    heading = "### " + " ".join(f"parameter{i} int" for i in range(60))
+    heading = "### " + " ".join(f"p{i} x" for i in range(60))
     text = "# API\n\n" + heading + "\n\n" + " ".join(f"word{i}" for i in range(300)) + "\n"
 
     doc = chunk(text, chunk_tokens=120, overlap=0)
@@ -258,9 +259,32 @@ def test_overlong_heading_is_cut_in_what_the_model_reads() -> None:
     for c in doc.chunks:
         assert tokens(c.embed_text) <= 120
     long_section = doc.chunks[-1]
-    assert long_section.heading.startswith("API > parameter0 int")  # the stored heading stays whole
+    assert long_section.heading.startswith("API > p0 x p1 x")  # stored up to MAX_HEADING_CHARS
     assert tokens(long_section.heading) > MAX_HEADING_TOKENS
-    assert long_section.embed_text.startswith("API > parameter0 int")
+    assert long_section.embed_text.startswith("API > p0 x")
+
+
+@pytest.mark.parametrize("kilobytes", [64, 1024])
+def test_a_pathological_heading_is_chunked_in_one_pass_and_clipped(kilobytes: int) -> None:
+    # "{#" repeated made the attribute regex quadratic (1.5 s at 64 KB, hours at 10 MB), and the
+    # whole heading was stored, and full-text indexed, with every chunk of its section.
+    # Now 0.2 s at 1 MB (docs/robustness.md); the quadratic version never finishes this test.
+    text = "# " + "{#" * (kilobytes * 512) + "\n\n" + "body words here. " * 200 + "\n"
+
+    doc = chunk(text, chunk_tokens=60, overlap=0)
+
+    assert len(doc.chunks) > 1
+    assert all(len(c.heading) <= MAX_HEADING_CHARS for c in doc.chunks)
+
+
+def test_a_deep_heading_path_keeps_its_first_and_last_headings() -> None:
+    text = "".join(f"{'#' * (i + 1)} Level {i} " + "x" * 180 + "\n\nbody\n\n" for i in range(6))
+
+    deepest = chunk(text, chunk_tokens=200, overlap=0).chunks[-1]
+
+    assert len(deepest.heading) <= MAX_HEADING_PATH_CHARS
+    assert deepest.heading_path[0].startswith("Level 0") and deepest.heading_path[-1].startswith("Level 5")
+    assert "…" in deepest.heading_path
 
 
 def test_overlap_shares_text_inside_a_section_only() -> None:

@@ -329,11 +329,14 @@ def test_validate_selected_and_unknown_ids(dsdir: Path) -> None:
 
 
 def test_validate_with_no_datasets(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
     result = invoke("validate", "--datasets-dir", tmp_path / "empty")
+    missing = invoke("validate", "--datasets-dir", tmp_path / "missing")
 
-    assert result.exit_code == 1
-    assert "no datasets under" in result.stderr
-    assert result.stdout == ""
+    assert result.exit_code == missing.exit_code == 1
+    assert f"no datasets under {tmp_path / 'empty'} (" in result.stderr  # absolute, and what to do
+    assert f"{tmp_path / 'missing'}: the folder does not exist" in missing.stderr
+    assert result.stdout == missing.stdout == ""
 
 
 def test_datasets_lists(dsdir: Path) -> None:
@@ -341,9 +344,11 @@ def test_datasets_lists(dsdir: Path) -> None:
 
     assert result.exit_code == 0
     manifest = read_manifest(dsdir / "docs" / MANIFEST_NAME)
-    updated = manifest.updated_at.strftime("%Y-%m-%d %H:%M").split()
-    expected = ["docs", "5", "docs", str(manifest.counts.chunks), "chunks", "updated", *updated, "not", "watched"]
-    assert result.stdout.split() == [*expected, "corpus"]
+    header, row, description = result.stdout.splitlines()
+    assert header.split() == ["DATASET", "DOCS", "CHUNKS", "UPDATED", "(UTC)", "WATCH", "NAME", "/", "DESCRIPTION"]
+    updated = manifest.updated_at.isoformat()[:16].replace("T", " ")
+    assert row.split() == ["docs", "5", str(manifest.counts.chunks), *updated.split(), "not", "watched", "corpus"]
+    assert description.strip() == manifest.description
 
 
 def test_datasets_json(dsdir: Path) -> None:

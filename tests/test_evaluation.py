@@ -125,6 +125,19 @@ def test_eval_command_scores_a_dataset(ingested: tuple[Path, object], tmp_path: 
     assert [row["mode"] for row in rows] == ["keyword", "semantic", "hybrid"]
     assert all(0.0 <= row["ndcg@10"] <= 1.0 and row["queries"] == 2 for row in rows)
     assert max(row["recall@100"] for row in rows) > 0
+    assert "warning" not in result.stderr  # every judged document is in the dataset
+
+
+def test_eval_warns_when_judged_documents_are_missing(ingested: tuple[Path, object], tmp_path: Path) -> None:
+    datasets_dir, _ = ingested
+    (tmp_path / "q.jsonl").write_text('{"_id": "1", "text": "install on linux"}\n')
+    (tmp_path / "r.tsv").write_text("1\tguide/install\t1\n1\tdoc-4711\t1\n1\tdoc-4712\t0\n")
+
+    args = ["eval", "docs", "--queries", tmp_path / "q.jsonl", "--qrels", tmp_path / "r.tsv", "--datasets-dir"]
+    result = CliRunner().invoke(app, [str(a) for a in [*args, datasets_dir]])
+
+    assert result.exit_code == 0, result.output
+    assert "warning: 1 of 2 relevant judged documents are not in docs (e.g. doc-4711)" in result.stderr
 
 
 def test_eval_of_an_unknown_dataset_is_one_error_line(ingested: tuple[Path, object], tmp_path: Path) -> None:

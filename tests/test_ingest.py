@@ -487,7 +487,9 @@ def test_missing_folder(tmp_path: Path, datasets_dir: Path) -> None:
 
 
 def test_a_file_is_not_a_folder(corpus: Path, datasets_dir: Path) -> None:
-    with pytest.raises(IngestError, match="no such folder"):
+    with pytest.raises(
+        IngestError, match=r"notes.txt is a file; pass the folder it is in \(with --include 'notes.txt'"
+    ):
         run(corpus / "notes.txt", datasets_dir)
 
 
@@ -499,11 +501,15 @@ def test_empty_folder(tmp_path: Path, datasets_dir: Path) -> None:
 
 
 def test_folder_where_every_file_is_skipped(tmp_path: Path, datasets_dir: Path) -> None:
-    source = write_files(tmp_path / "bad", {"a.md": b"\x00\x01", "b.md": b"\xff\xfe bad"})
+    source = write_files(
+        tmp_path / "bad", {"a.md": b"\x00\x01", "b.md": b"\xff\xfe bad", "c.md": b"\xff bad", "d.txt": b"\xc3"}
+    )
 
-    with pytest.raises(IngestError, match="every file was skipped"):
+    with pytest.raises(IngestError, match="every file was skipped") as info:
         run(source, datasets_dir)
-    assert not (datasets_dir / "docs" / MANIFEST_NAME).exists()
+    assert "not UTF-8 (3 files: b.md, c.md, d.txt)" in info.value.message  # every reason, not just the first
+    assert "binary file (contains NUL bytes) (1 file: a.md)" in info.value.message
+    assert not (datasets_dir / "docs").exists()
 
 
 @pytest.mark.parametrize(("chunk_tokens", "overlap"), [(10, 2), (0, 0), (100, 100), (100, -1), (9000, 10)])
@@ -535,7 +541,7 @@ def test_include_and_exclude_globs(corpus: Path, datasets_dir: Path) -> None:
 
     assert included.documents == 2
     assert excluded.documents == 2
-    registry = Registry(datasets_dir)
+    registry = Registry(datasets_dir, allowed_models=[FakeEmbedder.model_name])
     try:
         assert sorted(d.path for d in registry.store("inc").documents()) == ["guide/install.md", "guide/usage.md"]
         assert sorted(d.path for d in registry.store("exc").documents()) == ["api/reference.md", "intro.rst"]

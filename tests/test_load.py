@@ -15,6 +15,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 from conftest import FakeEmbedder
@@ -159,12 +160,12 @@ def test_a_version_pruned_while_it_loads_gives_way_to_the_current_one(
     open_store = mcpower.store.local.store.open_store
     raced: list[bool] = []
 
-    def open_after_two_publishes(folder: Path, manifest: Manifest, verify: bool = True) -> LocalStore:
+    def open_after_two_publishes(folder: Path, manifest: Manifest, **kwargs: Any) -> LocalStore:
         if not raced:  # the version being loaded is pruned under the reader's feet
             raced.append(True)
             publish(sources["v1"], datasets)
             publish(sources["v2"], datasets)
-        return open_store(folder, manifest, verify)
+        return open_store(folder, manifest, **kwargs)
 
     monkeypatch.setattr(mcpower.store.local.store, "open_store", open_after_two_publishes)
 

@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import json
+import os
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from mcpower.checksums import FileHashes
 from mcpower.config import default_cache_dir
 from mcpower.embedding import ModelSpec, resolve_model
-from mcpower.embedding import onnx as onnx_backend
-from mcpower.embedding.onnx import EXPORT_RECIPE, OnnxEmbedder, _cached, export_onnx
+from mcpower.embedding import export as export_module
+from mcpower.embedding.export import EXPORT_RECIPE, _cached, export_onnx
+from mcpower.embedding.onnx import OnnxEmbedder
 from mcpower.embedding.torch import TorchEmbedder
 from mcpower.errors import EmbeddingModelError
 
@@ -43,58 +47,145 @@ def test_default_cache_dir_falls_back_to_home(monkeypatch: pytest.MonkeyPatch, t
     assert default_cache_dir() == tmp_path / ".cache" / "mcpower"
 
 
-def test_cached_builds_once_even_when_racing(tmp_path: Path) -> None:
-    target, calls = tmp_path / "f" / "model.onnx", []
+def write_export(target: Path, data: bytes) -> None:
+    """A cached export as another process would leave it: the file and its checksum sidecar."""
+    target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    target.write_bytes(data)
+    target.with_name(target.name + ".sha256").write_text(hashlib.sha256(data).hexdigest())
 
-    def build(tmp: Path) -> None:
-        calls.append(tmp)
-        time.sleep(0.2)  # long enough for the other thread to reach the lock
-        tmp.write_bytes(b"onnx")
 
-    target.parent.mkdir()
-    (target.parent / ".model.onnx.999999.tmp").write_bytes(b"left by a killed export")
-    threads = [threading.Thread(target=_cached, args=(target, build)) for _ in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert len(calls) == 1
+def test_cached_builds_once_even_when_racing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    target = tmp_path / "onnx" / "fp" / "model.onnx"
+    target.parent.mkdir(parents=True, mode=0o700)
+    (tmp_path / "onnx").chmod(0o700)
+    waiting = threading.Event()
+    real_flock = export_module.fcntl.flock
+
+    def flock(fd: int, op: int) -> None:
+        waiting.set()  # the other process is now queued on the lock we hold
+        real_flock(fd, op)
+
+    monkeypatch.setattr(export_module.fcntl, "flock", flock)
+    lock = os.open(target.parent / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    real_flock(lock, fcntl.LOCK_EX)
+    racer = threading.Thread(target=_cached, args=(target, lambda tmp: pytest.fail("built twice"), FileHashes(None)))
+    racer.start()
+    waiting.wait(timeout=60)
+    write_export(target, b"onnx")  # "we" finish the export while holding the lock
+    os.close(lock)
+    racer.join(timeout=60)
+
+    assert not racer.is_alive()
     assert target.read_bytes() == b"onnx"
-    assert sorted(p.name for p in target.parent.iterdir()) == [".lock", "model.onnx"]  # no temp files left
-    assert _cached(target, lambda tmp: pytest.fail("rebuilt a cached file")) == target
+
+
+def test_a_killed_exports_temp_file_is_removed(tmp_path: Path) -> None:
+    target = tmp_path / "onnx" / "fp" / "model.onnx"
+    target.parent.mkdir(parents=True, mode=0o700)
+    (target.parent / ".model.onnx.0123456789abcdef.tmp").write_bytes(b"left by a killed export")
+
+    _cached(target, lambda tmp: tmp.write_bytes(b"onnx"), FileHashes(None))
+
+    assert sorted(p.name for p in target.parent.iterdir()) == [".lock", "model.onnx", "model.onnx.sha256"]
+    assert oct(target.parent.stat().st_mode & 0o777) == "0o700"
+
+
+@pytest.mark.parametrize("damage", ["bytes", "symlink", "sidecar"])
+def test_a_tampered_export_is_rebuilt_not_loaded(tmp_path: Path, damage: str) -> None:
+    target = tmp_path / "onnx" / "fp" / "model.onnx"
+    (tmp_path / "onnx").mkdir(mode=0o700)
+    write_export(target, b"genuine")
+    if damage == "bytes":
+        target.write_bytes(b"evil!!!")  # same size, other bytes
+    elif damage == "symlink":
+        (tmp_path / "elsewhere.onnx").write_bytes(b"genuine")
+        target.unlink()
+        target.symlink_to(tmp_path / "elsewhere.onnx")
+    else:
+        target.with_name("model.onnx.sha256").write_text("0" * 64)
+    built: list[Path] = []
+
+    path = _cached(target, lambda tmp: built.append(tmp) or tmp.write_bytes(b"rebuilt"), FileHashes(tmp_path / "cache"))
+
+    assert len(built) == 1 and not path.is_symlink() and path.read_bytes() == b"rebuilt"
 
 
 def test_a_new_recipe_replaces_exports_of_older_ones(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     spec = resolve_model()
     folder = tmp_path / "onnx" / spec.fingerprint
-    folder.mkdir(parents=True)
-    for stale in ("model.onnx", "model-int8.onnx", "model-r1.onnx", "model-r1-int8.onnx"):
+    folder.mkdir(parents=True, mode=0o700)
+    (tmp_path / "onnx").chmod(0o700)
+    for stale in ("model.onnx", "model-int8.onnx", "model-r1.onnx", "model-r1-int8.onnx", "model-r1.onnx.sha256"):
         (folder / stale).write_bytes(b"older recipe")
     (folder / "notes.txt").write_text("not ours")
-    monkeypatch.setattr(onnx_backend, "_export_fp32", lambda spec, tmp: tmp.write_bytes(b"onnx"))
+    monkeypatch.setattr(export_module, "_export_fp32", lambda spec, tmp: tmp.write_bytes(b"onnx"))
 
     path = export_onnx(spec, tmp_path)
 
     assert path.read_bytes() == b"onnx"
-    assert sorted(p.name for p in folder.iterdir()) == [".lock", f"model-r{EXPORT_RECIPE}.onnx", "notes.txt"]
+    assert sorted(p.name for p in folder.iterdir()) == [
+        ".lock",
+        f"model-r{EXPORT_RECIPE}.onnx",
+        f"model-r{EXPORT_RECIPE}.onnx.sha256",
+        "notes.txt",
+    ]
 
 
 def test_failed_build_leaves_nothing_and_raises(tmp_path: Path) -> None:
-    target = tmp_path / "f" / "model.onnx"
+    target = tmp_path / "onnx" / "f" / "model.onnx"
 
     def build(tmp: Path) -> None:
         tmp.write_bytes(b"half")
         raise RuntimeError("boom\n" + "huge tensor dump " * 100)
 
     with pytest.raises(EmbeddingModelError, match=r"boom$"):
-        _cached(target, build)
+        _cached(target, build, FileHashes(None))
     assert [p.name for p in target.parent.iterdir()] == [".lock"]
 
 
-def test_unwritable_cache_is_a_model_error(tmp_path: Path) -> None:
-    (tmp_path / "file").write_text("not a folder")
-    with pytest.raises(EmbeddingModelError, match="cannot write the ONNX cache"):
-        _cached(tmp_path / "file" / "fp" / "model.onnx", lambda tmp: None)
+@pytest.mark.parametrize("problem", ["a file", "writable by others"])
+def test_an_unusable_cache_folder_is_a_model_error_without_its_path(tmp_path: Path, problem: str) -> None:
+    if problem == "a file":
+        (tmp_path / "onnx").write_text("not a folder")
+    else:
+        (tmp_path / "onnx").mkdir(mode=0o777)
+        (tmp_path / "onnx").chmod(0o777)
+
+    with pytest.raises(EmbeddingModelError, match="MCPOWER_CACHE_DIR") as info:
+        _cached(tmp_path / "onnx" / "fp" / "model.onnx", lambda tmp: None, FileHashes(None))
+    assert str(tmp_path) not in info.value.message
+
+
+def test_the_fingerprint_is_the_weights_content_not_their_size(tmp_path: Path) -> None:
+    packaged = resolve_model().path
+    folders = []
+    for name, weights in (("a", b"\x01" * 64), ("b", b"\x02" * 64)):
+        folder = tmp_path / name
+        folder.mkdir()
+        for f in ("config.json", "tokenizer.json", "modules.json", "sentence_bert_config.json"):
+            (folder / f).write_bytes((packaged / f).read_bytes())
+        (folder / "model.safetensors").write_bytes(weights)
+        folders.append(folder)
+
+    a, b = (resolve_model(str(f)) for f in folders)
+
+    assert a.fingerprint != b.fingerprint
+    (folders[1] / "model.safetensors").write_bytes(b"\x01" * 64)  # now the same bytes as a's
+    assert resolve_model(str(folders[1])).fingerprint == a.fingerprint
+
+
+def test_a_model_folder_that_asks_for_foreign_code_is_refused(tmp_path: Path) -> None:
+    packaged = resolve_model().path
+    folder = tmp_path / "evil-model"
+    folder.mkdir()
+    for f in ("config.json", "tokenizer.json", "sentence_bert_config.json"):
+        (folder / f).write_bytes((packaged / f).read_bytes())
+    (folder / "modules.json").write_text(json.dumps([{"idx": 0, "name": "0", "path": "", "type": "evil.Module"}]))
+    (folder / "evil.py").write_text(f"open({str(tmp_path / 'pwned')!r}, 'w').write('ran')\n")
+
+    with pytest.raises(EmbeddingModelError, match="never imports code from a model folder"):
+        TorchEmbedder(resolve_model(str(folder)))
+    assert not (tmp_path / "pwned").exists()
 
 
 # --- slow: the real packaged model ------------------------------------------------------------

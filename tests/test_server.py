@@ -562,7 +562,16 @@ async def test_reingest_is_picked_up_without_a_new_server(client: Client, tmp_pa
 
 async def test_search_budget_and_pages(client: Client) -> None:
     plain = await search(client, query="zephyrine daemon option", dataset="handbook", top_k=6)
-    assert set(plain["meta"]) == {"datasets", "mode", "limit", "count", "duration_ms", "low_confidence", "min_score"}
+    assert set(plain["meta"]) == {
+        "datasets",
+        "mode",
+        "limit",
+        "count",
+        "duration_ms",
+        "low_confidence",
+        "min_score",
+        "notes",
+    }
     first = await search(client, query="zephyrine daemon option", dataset="handbook", top_k=3, offset=0)
     second = await search(client, query="zephyrine daemon option", dataset="handbook", top_k=3, offset=3)
     assert first["meta"]["next_offset"] == 3

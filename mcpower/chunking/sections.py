@@ -19,6 +19,11 @@ TokenCounter = Callable[[Sequence[str]], list[int]]
 HEADING_SEPARATOR = " > "
 # Heading paths longer than this many tokens are cut so they cannot crowd the body out of the window.
 MAX_HEADING_TOKENS = 48
+# Every chunk stores (and full-text indexes) its heading path: a heading is cut to this many
+# characters and a path to MAX_HEADING_PATH_CHARS (what a response shows), or one long heading
+# repeated over thousands of chunks would multiply the dataset's size.
+MAX_HEADING_CHARS = 200
+MAX_HEADING_PATH_CHARS = 512
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+")
 
 
@@ -86,13 +91,16 @@ def pack(sections: list[Section], count_tokens: TokenCounter, chunk_tokens: int,
     """Cut ``sections`` into chunks of at most ``chunk_tokens`` tokens, heading path included."""
     # One tokenizer call per document (each call has a fixed cost): every heading path, then every
     # block's pieces.
-    headings = [HEADING_SEPARATOR.join(s.heading_path) for s in sections]
+    paths = [clip_heading_path(s.heading_path) for s in sections]
+    headings = [HEADING_SEPARATOR.join(p) for p in paths]
     pieces = [[_pieces(block) for block in s.blocks] for s in sections]
     flat = [text for section_pieces in pieces for block_pieces in section_pieces for text, _ in block_pieces]
     counts = iter(count_tokens(headings + flat) if sections else [])
     heading_counts = [next(counts) for _ in headings]
     chunks: list[Chunk] = []
-    for section, heading, heading_tokens, section_pieces in zip(sections, headings, heading_counts, pieces):
+    for section, path, heading, heading_tokens, section_pieces in zip(
+        sections, paths, headings, heading_counts, pieces
+    ):
         embed_heading = _cut_heading(heading, heading_tokens, count_tokens)
         budget = max(chunk_tokens - min(heading_tokens, MAX_HEADING_TOKENS), 16)
         units = [
@@ -101,8 +109,21 @@ def pack(sections: list[Section], count_tokens: TokenCounter, chunk_tokens: int,
             for unit in _units(block, block_pieces, [next(counts) for _ in block_pieces], count_tokens, budget)
         ]
         for unit_text, start, end in _pack(units, budget, overlap):
-            chunks.append(Chunk(unit_text, section.heading_path, start + 1, end + 1, len(chunks), embed_heading))
+            chunks.append(Chunk(unit_text, path, start + 1, end + 1, len(chunks), embed_heading))
     return chunks
+
+
+def clip_heading_path(path: tuple[str, ...]) -> tuple[str, ...]:
+    """``path`` with each heading cut to MAX_HEADING_CHARS and, if still too long, headings after the
+    first dropped (an ellipsis marks the gap) until it fits MAX_HEADING_PATH_CHARS; the first and
+    the last heading always stay (two clipped headings fit)."""
+    clipped = [h if len(h) <= MAX_HEADING_CHARS else h[: MAX_HEADING_CHARS - 1] + "…" for h in path]
+    if len(HEADING_SEPARATOR.join(clipped)) <= MAX_HEADING_PATH_CHARS:
+        return tuple(clipped)
+    first, rest = clipped[0], clipped[1:]
+    while len(rest) > 1 and len(HEADING_SEPARATOR.join([first, "…", *rest])) > MAX_HEADING_PATH_CHARS:
+        rest.pop(0)
+    return (first, "…", *rest)
 
 
 def _cut_heading(heading: str, tokens: int, count_tokens: TokenCounter) -> str | None:

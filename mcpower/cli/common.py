@@ -6,11 +6,14 @@ import json
 import logging
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from mcpower.config import Settings
+
+if TYPE_CHECKING:
+    from mcpower.registry import Registry
 
 DatasetsDir = Annotated[
     Path | None,
@@ -34,6 +37,24 @@ WatchDebounce = Annotated[
 def settings(**overrides: Any) -> Settings:
     """Settings with the flags the user gave (None: not given) over MCPOWER_* variables and defaults."""
     return Settings(**{k: v for k, v in overrides.items() if v is not None})
+
+
+def open_registry(s: Settings) -> Registry:
+    """The registry of the datasets the settings point at."""
+    from mcpower.registry import Registry
+
+    return Registry(s.datasets_dir, cache_dir=s.cache_dir, allowed_models=s.query_models())
+
+
+def no_datasets(root: Path) -> str:
+    """What to say when there are no datasets under ``root``: where that is, and what to do."""
+    where = root.expanduser().resolve()
+    if not where.exists():
+        return (
+            f"no datasets under {where}: the folder does not exist (create a dataset with `mcpower ingest PATH`, "
+            "or point --datasets-dir / MCPOWER_DATASETS_DIR at your datasets)"
+        )
+    return f"no datasets under {where} (create one with `mcpower ingest PATH`)"
 
 
 def setup_logging(verbose: bool = False) -> None:

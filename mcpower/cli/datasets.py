@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import textwrap
 from typing import Annotated, Any
 
 import typer
 
-from mcpower.cli.common import DatasetsDir, JsonFlag, print_json, settings
+from mcpower.cli.common import DatasetsDir, JsonFlag, no_datasets, open_registry, print_json, settings
 from mcpower.errors import McpowerError
+
+
+def _message(dataset_id: str, message: str) -> str:
+    """An error message without the dataset id it starts with (the row already names it)."""
+    return message.removeprefix(f"{dataset_id}: ")
 
 
 def validate(
@@ -16,10 +22,9 @@ def validate(
     as_json: JsonFlag = False,
 ) -> None:
     """Check manifests and their files (schema, paths, checksums, counts, dimensions); exit 1 if any fails."""
-    from mcpower.registry import Registry
 
     s = settings(datasets_dir=datasets_dir)
-    registry = Registry(s.datasets_dir, cache_dir=s.cache_dir)
+    registry = open_registry(s)
     entries = registry.entries()
     rows: list[dict[str, Any]] = []
     known = {e.id for e in entries}
@@ -47,9 +52,13 @@ def validate(
         print_json({"ok": ok, "datasets": rows})
     else:
         if not rows:
-            typer.echo(f"no datasets under {s.datasets_dir} (create one with `mcpower ingest PATH`)", err=True)
+            typer.echo(no_datasets(s.datasets_dir), err=True)
         for r in rows:
-            detail = f"{r['documents']} documents, {r['chunks']} chunks" if r["status"] == "ready" else r["error"]
+            detail = (
+                f"{r['documents']} documents, {r['chunks']} chunks"
+                if r["status"] == "ready"
+                else _message(r["id"], r["error"])
+            )
             typer.echo(f"{r['status']:<6} {r['id']}: {detail}")
     raise typer.Exit(0 if ok else 1)
 
@@ -57,11 +66,10 @@ def validate(
 def datasets(datasets_dir: DatasetsDir = None, as_json: JsonFlag = False) -> None:
     """List the datasets under the datasets root: counts, when each was last updated (UTC), whether
     an mcpower process watches its source folder (`--watch`), and that folder (--json)."""
-    from mcpower.registry import Registry
 
     s = settings(datasets_dir=datasets_dir)
     rows: list[dict[str, Any]] = []
-    for e in Registry(s.datasets_dir, cache_dir=s.cache_dir).entries():
+    for e in open_registry(s).entries():
         source = e.info.source if e.info is not None and e.error is None else None
         # The source folder is shown here, to the user at the terminal, never to MCP clients.
         rows.append({**e.summary().model_dump(), "source": source.path if source else None})
@@ -69,15 +77,24 @@ def datasets(datasets_dir: DatasetsDir = None, as_json: JsonFlag = False) -> Non
         print_json({"datasets": rows})
         return
     if not rows:
-        typer.echo(f"no datasets under {s.datasets_dir} (create one with `mcpower ingest PATH`)", err=True)
+        typer.echo(no_datasets(s.datasets_dir), err=True)
+        return
+    width = max(len("DATASET"), *(len(r["id"]) for r in rows))
+    typer.echo(
+        f"{'DATASET':<{width}}  {'DOCS':>6}  {'CHUNKS':>8}  {'UPDATED (UTC)':<16}  {'WATCH':<14}  NAME / DESCRIPTION"
+    )
     for r in rows:
         if r["status"] != "ready":
-            typer.echo(f"{r['id']:<24} error: {r['error']}")
+            typer.echo(f"{r['id']:<{width}}  error: {_message(r['id'], r['error'])}")
             continue
-        updated = r["updated_at"][:16].replace("T", " ")
+        updated = (r["updated_at"] or "")[:16].replace("T", " ")
         watched = (r["watch_state"] or "").replace("_", " ") if r["watched"] else "not watched"
         typer.echo(
-            f"{r['id']:<24} {r['documents']:>6} docs {r['chunks']:>8} chunks  updated {updated}  {watched:<14}  {r['name']}"
+            f"{r['id']:<{width}}  {r['documents']:>6}  {r['chunks']:>8}  {updated:<16}  {watched:<14}  {r['name']}"
         )
+        indent = width + 2 + 6 + 2 + 8 + 2 + 16 + 2 + 14 + 2
+        description = " ".join((r["description"] or "").split())
+        if description and description != r["name"]:
+            typer.echo(" " * indent + textwrap.shorten(description, width=max(40, 118 - indent), placeholder=" …"))
         if r["watch_message"]:
-            typer.echo(f"{'':<24} {r['watch_message']}")
+            typer.echo(" " * indent + r["watch_message"])

@@ -8,12 +8,15 @@ from typing import Annotated
 
 import typer
 
-from mcpower.cli.common import DatasetsDir, JsonFlag, print_json, settings
+from mcpower.cli.common import DatasetsDir, JsonFlag, open_registry, print_json, settings
 
 
 def search(
-    dataset: Annotated[str, typer.Argument(help="Dataset id (see `mcpower datasets`).")],
-    query: Annotated[str, typer.Argument(help="What to look for, in plain words (1-1024 characters).")],
+    dataset: Annotated[str, typer.Argument(help="Dataset id (see `mcpower datasets`); with --all, the query.")],
+    query: Annotated[
+        str | None, typer.Argument(help="What to look for, in plain words (1-1024 characters).", show_default=False)
+    ] = None,
+    every: Annotated[bool, typer.Option("--all", help="Search every dataset: `mcpower search --all QUERY`.")] = False,
     top_k: Annotated[
         int | None, typer.Option("-k", "--top-k", help="Number of results, 1-100 [default: the dataset's].")
     ] = None,
@@ -29,21 +32,28 @@ def search(
     datasets_dir: DatasetsDir = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Search a dataset: hybrid keyword + semantic ranking, filters applied before the top k.
+    """Search a dataset (or --all of them): hybrid keyword + semantic ranking, filters applied before the top k.
 
     A result marked "stale" comes from a file that has changed or vanished since it was indexed.
     """
-    from mcpower.registry import Registry
+    from mcpower.errors import InvalidQueryError
     from mcpower.results import SearchFilters
     from mcpower.search import search as run_search
 
+    if every and query is not None:
+        raise InvalidQueryError("with --all, give only the query: `mcpower search --all QUERY`")
+    if not every and query is None:
+        raise InvalidQueryError("give a dataset and a query (`mcpower search DATASET QUERY`), or `--all QUERY`")
+    target: str | None = None if every else dataset
+    text = dataset if every else query
+    assert text is not None
     s = settings(datasets_dir=datasets_dir)
-    registry = Registry(s.datasets_dir, cache_dir=s.cache_dir)
+    registry = open_registry(s)
     filters = SearchFilters(path=path, folder=folder, file_type=file_type)
     response = run_search(
         registry,
-        query,
-        dataset=dataset,
+        text,
+        dataset=target,
         top_k=top_k,
         mode=mode,
         filters=filters,
@@ -55,9 +65,12 @@ def search(
     if as_json:
         typer.echo(response.model_dump_json(indent=2))
         return
+    for note in response.meta.notes:
+        typer.echo(f"note: {note}", err=True)
     if not response.results:
+        where = "any dataset" if target is None else target
         typer.echo(
-            f"no results in {dataset} for that query" + (" with these filters" if filters.active else ""), err=True
+            f"no results in {where} for that query" + (" with these filters" if filters.active else ""), err=True
         )
         return
     if response.meta.low_confidence:
@@ -69,6 +82,8 @@ def search(
         head = typer.style(f"{n:>2}. {r.score:.3f}  ", fg="green") + typer.style(r.title, bold=True)
         typer.echo(head)
         where = f"{r.path}:{r.lines.start}-{r.lines.end}"
+        if target is None:
+            where = f"{r.dataset}/{where}"
         if r.heading_path and r.heading_path != r.title:
             where += f"  § {r.heading_path}"
         typer.secho(f"    {where}", fg="cyan", nl=not r.stale)
@@ -78,9 +93,10 @@ def search(
         for line in textwrap.wrap(body, width - 4)[:4]:
             typer.echo(f"    {line}")
         typer.secho(f"    id {r.result_id}", dim=True)
+    count = response.meta.count
     more = f"; more with --offset {response.meta.next_offset}" if response.meta.next_offset is not None else ""
     typer.secho(
-        f"{response.meta.count} results in {response.meta.duration_ms:.0f} ms ({response.meta.mode}){more}",
+        f"{count} result{'' if count == 1 else 's'} in {response.meta.duration_ms:.0f} ms ({response.meta.mode}){more}",
         err=True,
         dim=True,
     )
@@ -96,14 +112,21 @@ def eval_(
     as_json: JsonFlag = False,
 ) -> None:
     """Measure retrieval quality on judged queries: nDCG@10, Recall@10, Recall@100, MRR@10."""
-    from mcpower.evaluation import METRICS, SearchFn, evaluate, load_qrels, load_queries
-    from mcpower.registry import Registry
+    from mcpower.evaluation import METRICS, SearchFn, evaluate, load_qrels, load_queries, missing_documents
     from mcpower.search import rank_paths
 
     s = settings(datasets_dir=datasets_dir)
-    registry = Registry(s.datasets_dir, cache_dir=s.cache_dir)
-    registry.store(dataset)  # fail early on an unknown or broken dataset
+    registry = open_registry(s)
+    store = registry.store(dataset)  # fail early on an unknown or broken dataset
     q, judged = load_queries(queries), load_qrels(qrels)
+    missing, relevant = missing_documents(judged, [d.path for d in store.documents()])
+    if missing:
+        typer.echo(
+            f"warning: {len(missing)} of {relevant} relevant judged documents are not in {dataset} "
+            f"(e.g. {', '.join(missing[:3])}); they count as misses, so the figures understate search. "
+            "Check that the dataset holds the judged collection and that file names match the qrels ids.",
+            err=True,
+        )
     modes = ["keyword", "semantic", "hybrid"] if mode == "all" else [mode]
 
     def searcher(m: str) -> SearchFn:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from mcpower import __version__
-from mcpower.cli.common import DatasetsDir, WatchDebounce, settings
+from mcpower.cli.common import DatasetsDir, WatchDebounce, no_datasets, open_registry, settings
 
 if TYPE_CHECKING:
     from mcpower.config import Settings
@@ -63,15 +63,16 @@ def serve(
         from mcpower.server.clients import client_config
 
         typer.echo(client_config(print_config, s.datasets_dir))
+        if not any(s.datasets_dir.expanduser().glob("*/manifest.json")):
+            typer.echo(f"warning: {no_datasets(s.datasets_dir)}", err=True)
         return
     from mcpower.server.logging import configure_logging
 
     configure_logging(s.log_level, s.log_format)
-    from mcpower.registry import Registry
     from mcpower.server.app import create_server
     from mcpower.server.stdio import run_stdio
 
-    registry = Registry(s.datasets_dir, cache_dir=s.cache_dir)
+    registry = open_registry(s)
     entries = registry.entries()
     logger.info(
         "server.startup",
@@ -79,12 +80,14 @@ def serve(
             "event": "server.startup",
             "version": __version__,
             "transport": "stdio",
-            "datasets_dir": str(s.datasets_dir),
+            "datasets_dir": str(s.datasets_dir.expanduser().resolve()),
             "datasets": [e.id for e in entries if e.status == "ready"],
             "datasets_with_errors": [e.id for e in entries if e.status == "error"],
             "watch": s.watch,
         },
     )
+    if not entries:
+        logger.warning(no_datasets(s.datasets_dir), extra={"event": "server.no_datasets"})
     server = create_server(registry, s.tool_names)
     start_watcher(registry, s)
     run_stdio(server)

@@ -21,11 +21,11 @@ def watch_dataset(dataset_id: str, s: Settings, embedder: Any, show: Callable[[I
     Raises:
         McpowerError: the dataset cannot be watched (another process watches it ...).
     """
+    from mcpower.cli.common import open_registry
     from mcpower.errors import IngestError
-    from mcpower.registry import Registry
     from mcpower.watch import Watcher
 
-    registry = Registry(s.datasets_dir, cache_dir=s.cache_dir)
+    registry = open_registry(s)
     refused: list[str] = []
     stop = threading.Event()
 

@@ -15,15 +15,16 @@ queries: which backend embeds them, and when a loaded model may be used for a da
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+from mcpower.checksums import FileHashes
 from mcpower.defaults import BACKENDS, DEFAULT_BACKEND, DEFAULT_MODEL
 from mcpower.embedding.base import ProgressFn
-from mcpower.embedding.model import ModelSpec, resolve_model
+from mcpower.embedding.model import ModelSpec, is_packaged, resolve_model
 from mcpower.errors import EmbeddingModelError
 
 if TYPE_CHECKING:
@@ -38,6 +39,7 @@ __all__ = [
     "ModelSpec",
     "ProgressFn",
     "check_compatible",
+    "is_allowed",
     "load_embedder",
     "load_query_embedder",
     "resolve_model",
@@ -56,7 +58,8 @@ class Embedder(Protocol):
     """What ingest and search need from an embedding model."""
 
     model_name: str
-    model_fingerprint: str  # identity of the weights, recorded in manifests
+    model_fingerprint: str  # identity of the weights (sha256 of the model's files), recorded in manifests
+    legacy_fingerprint: str | None  # the size-based identity mcpower 0.1 recorded, accepted for its datasets
     backend: str
     dimension: int
     max_tokens: int  # the model's window in word pieces, special tokens included
@@ -77,33 +80,52 @@ class Embedder(Protocol):
 def load_embedder(
     model: str = DEFAULT_MODEL, backend: str = DEFAULT_BACKEND, cache_dir: Path | None = None
 ) -> Embedder:
-    """Build an embedder for ``model`` on ``backend``; ONNX exports are cached under ``cache_dir``.
+    """Build an embedder for ``model`` on ``backend``; ONNX exports (and file hashes) are cached
+    under ``cache_dir``, by default :func:`mcpower.config.default_cache_dir`.
 
     Raises:
         EmbeddingModelError: unknown backend, or the model cannot be loaded offline.
     """
     if backend not in BACKENDS:
         raise EmbeddingModelError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
-    spec = resolve_model(model)
+    if cache_dir is None:
+        from mcpower.config import default_cache_dir
+
+        cache_dir = default_cache_dir()
+    spec = resolve_model(model, FileHashes(cache_dir))
     if backend == "torch":
         from mcpower.embedding.torch import TorchEmbedder
 
         return TorchEmbedder(spec)
     from mcpower.embedding.onnx import OnnxEmbedder
 
-    if cache_dir is None:
-        from mcpower.config import default_cache_dir
-
-        cache_dir = default_cache_dir()
     return OnnxEmbedder(spec, cache_dir, quantized=backend == "onnx-int8")
 
 
-def load_query_embedder(model: str, cache_dir: Path | None = None) -> Embedder:
+def is_allowed(model: str, allowed: Collection[str]) -> bool:
+    """Whether a dataset may have its queries embedded by ``model``: the packaged model always, any
+    other only if the operator named it in ``allowed`` (names, or folders compared as absolute paths).
+
+    A manifest is data: a model it names is never loaded just because it names it.
+    """
+    if is_packaged(model) or model in allowed:
+        return True
+    target = Path(model)
+    return target.is_absolute() and any(Path(a).is_absolute() and Path(a) == target for a in allowed)
+
+
+def load_query_embedder(model: str, cache_dir: Path | None = None, allowed: Collection[str] = ()) -> Embedder:
     """The embedder that turns queries for datasets of ``model`` into vectors (QUERY_BACKEND).
 
     Raises:
-        EmbeddingModelError: the model cannot be loaded here on any backend.
+        EmbeddingModelError: the model is not allowed here (:func:`is_allowed`), or cannot be loaded
+            on any backend.
     """
+    if not is_allowed(model, allowed):
+        raise EmbeddingModelError(
+            f"model {model[:100]!r} is not one this server may load; if you trust it, allow it with "
+            "MCPOWER_ALLOWED_MODELS (a comma-separated list of model names or absolute folders)"
+        )
     try:
         return load_embedder(model, QUERY_BACKEND, cache_dir)
     except EmbeddingModelError:
@@ -124,7 +146,7 @@ def check_compatible(embedder: Embedder, info: DatasetInfo) -> None:
             f"dataset {info.id!r} has {info.embedding.dimension}-dimensional vectors but model "
             f"{embedder.model_name!r} gives {embedder.dimension}; re-ingest it with `mcpower ingest`"
         )
-    if embedder.model_fingerprint != info.embedding.model_fingerprint:
+    if info.embedding.model_fingerprint not in (embedder.model_fingerprint, embedder.legacy_fingerprint):
         raise EmbeddingModelError(
             f"dataset {info.id!r} was built with other weights of model {info.embedding.model!r} "
             "than the ones installed here; re-ingest it with `mcpower ingest --full`"

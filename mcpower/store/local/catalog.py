@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from mcpower.checksums import FileHashes
 from mcpower.errors import DatasetUnavailableError, McpowerError
 from mcpower.layout import (
     Stamp,
@@ -22,6 +23,7 @@ from mcpower.layout import (
     leftover_staging,
     publish,
     read_watch,
+    remove_if_unpublished,
     stamp_of,
     write_error,
 )
@@ -37,18 +39,23 @@ logger = logging.getLogger(__name__)
 class LocalCatalog:
     """Datasets under ``root``: ``<root>/<id>/manifest.json`` and its version folders."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, hashes: FileHashes | None = None) -> None:
         self.root = root
+        self._hashes = hashes or FileHashes(None)  # remembers the checksums of verified files
         # Manifests as last read, by path and file stamp: a scan re-reads only those that changed.
         self._read: dict[Path, tuple[Stamp, Manifest]] = {}
 
     # ------------------------------------------------------------ finding
 
     def scan(self) -> list[DatasetEntry]:
+        """Every dataset folder under the root. ``<root>/<id>/`` owns its id: a dataset deeper down
+        (a copied folder, say) that claims the same id is reported as an error, never preferred."""
         found: dict[str, DatasetEntry] = {}
         misnamed: list[tuple[Path, Manifest]] = []
         known, reads = self._read, {}
-        for path in find_manifests(self.root):
+        # Top-level folders first: they own the ids they are named after.
+        paths = sorted(find_manifests(self.root), key=lambda p: p.parent.parent != self.root)
+        for path in paths:
             folder = path.parent
             stamp = stamp_of(path)  # before reading: a manifest replaced meanwhile then looks changed
             try:
@@ -112,10 +119,15 @@ class LocalCatalog:
 
         if not isinstance(entry.info, Manifest) or not isinstance(entry.handle, Path):
             raise DatasetUnavailableError(f"{entry.id}: not a dataset of this folder")  # pragma: no cover
-        return open_store(entry.handle, entry.info)
+        return open_store(entry.handle, entry.info, hashes=self._hashes)
 
     def location(self, dataset_id: str) -> str:
         return str(self._folder(dataset_id))
+
+    def contains(self, dataset_id: str) -> bool:
+        """Only ``<root>/<id>/manifest.json`` is looked at: the folder named after an id owns it
+        (a dataset deeper down is found by the next full scan)."""
+        return (self.root / dataset_id / MANIFEST_NAME).exists()
 
     # ------------------------------------------------------------ writing
 
@@ -124,7 +136,10 @@ class LocalCatalog:
         folder = self._folder(dataset_id)
         with dataset_lock(folder, wait):
             clean_leftovers(folder)  # what writers that died left behind (nobody else writes now)
-            yield
+            try:
+                yield
+            finally:
+                remove_if_unpublished(folder)  # a failed first ingest leaves no empty dataset folder
 
     def current(self, dataset_id: str) -> LocalStore | None:
         from mcpower.store.local.store import open_store
@@ -134,7 +149,7 @@ class LocalCatalog:
         if not path.exists():
             return None
         try:
-            return open_store(folder, read_manifest(path))
+            return open_store(folder, read_manifest(path), hashes=self._hashes)
         except McpowerError as e:
             logger.warning("existing dataset %s is unusable (%s); rebuilding it from scratch", dataset_id, e.message)
             return None

@@ -1,0 +1,73 @@
+"""Middleware around every MCP request: the warm-up after the handshake, the capabilities this
+server really has, and a bound on resource URIs."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+from mcp.shared.exceptions import MCPError
+from mcp.types import INVALID_PARAMS
+
+from mcpower.registry import Registry
+
+logger = logging.getLogger(__name__)
+
+# A document URI is mcpower://<dataset id>/<path>: ids are 64 characters, paths rarely 300.
+MAX_RESOURCE_URI_CHARS = 4096
+
+
+class WarmUpAfterHandshake:
+    """Starts loading stores and the model once the handshake is done, off the initialize path."""
+
+    def __init__(self, registry: Registry) -> None:
+        self.registry = registry
+        self.started = False
+
+    async def __call__(self, ctx: Any, call_next: Any) -> Any:
+        result = await call_next(ctx)
+        if not self.started and ctx.method != "initialize":
+            self.started = True
+            threading.Thread(target=self._warm, name="mcpower-warm-up", daemon=True).start()
+        return result
+
+    def _warm(self) -> None:
+        started = time.perf_counter()
+        self.registry.warm_up()
+        logger.info(
+            "server.warm",
+            extra={"event": "server.warm", "duration_ms": round((time.perf_counter() - started) * 1000, 1)},
+        )
+
+
+class NoPromptsAdvertised:
+    """The SDK registers a prompts handler on every MCPServer, so it advertises prompts; this server
+    has none, and says so when a client asks what it can do."""
+
+    async def __call__(self, ctx: Any, call_next: Any) -> Any:
+        result = await call_next(ctx)
+        if ctx.method not in ("initialize", "server/discover"):  # the handshake, and its 2026-07-28 successor
+            return result
+        if isinstance(result, dict) and isinstance(result.get("capabilities"), dict):  # the wire form
+            result["capabilities"].pop("prompts", None)
+        elif getattr(getattr(result, "capabilities", None), "prompts", None) is not None:
+            result = result.model_copy(
+                update={"capabilities": result.capabilities.model_copy(update={"prompts": None})}
+            )
+        return result
+
+
+class ResourceUriLimit:
+    """Refuses an over-long resource URI before the SDK reads it, whose errors echo the URI (twice)."""
+
+    async def __call__(self, ctx: Any, call_next: Any) -> Any:
+        if ctx.method == "resources/read" and isinstance(ctx.params, dict):
+            uri = ctx.params.get("uri")
+            if isinstance(uri, str) and len(uri) > MAX_RESOURCE_URI_CHARS:
+                raise MCPError(
+                    code=INVALID_PARAMS,
+                    message=f"resource URI of {len(uri)} characters; document URIs are at most {MAX_RESOURCE_URI_CHARS}",
+                )
+        return await call_next(ctx)

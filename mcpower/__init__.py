@@ -1,6 +1,7 @@
 """mcpower: local knowledge search for MCP clients.
 
-The core API: build a dataset with :func:`ingest` (:class:`IngestOptions`), find datasets with a
+The core API: build a dataset with :func:`ingest` (:class:`IngestOptions`) — or convert one the
+original system built with :func:`import_original` — find datasets with a
 :class:`Registry`, search them with ``mcpower.search.search(registry, query)`` (and
 ``get_source`` / ``get_metadata`` there). Datasets live in a :class:`Catalog` (the local one:
 :class:`LocalCatalog`) and load as :class:`Store` s. The CLI (`mcpower.cli`) and the MCP server
@@ -23,6 +24,7 @@ _EXPORTS = {
     "DatasetNotFoundError": "mcpower.errors",
     "DatasetUnavailableError": "mcpower.errors",
     "EmbeddingModelError": "mcpower.errors",
+    "ImportReport": "mcpower.store.original.convert",
     "IndexMismatchError": "mcpower.errors",
     "IngestError": "mcpower.errors",
     "IngestOptions": "mcpower.ingestion",
@@ -40,6 +42,7 @@ _EXPORTS = {
     "SearchResponse": "mcpower.results",
     "SearchResult": "mcpower.results",
     "Store": "mcpower.store",
+    "import_original": "mcpower.store.original.convert",
     "ingest": "mcpower.ingestion",
     "open_store": "mcpower.store.local.store",
 }
@@ -52,6 +55,7 @@ __all__ = [
     "DatasetNotFoundError",
     "DatasetUnavailableError",
     "EmbeddingModelError",
+    "ImportReport",
     "IndexMismatchError",
     "IngestError",
     "IngestOptions",
@@ -70,6 +74,7 @@ __all__ = [
     "SearchResult",
     "Store",
     "__version__",
+    "import_original",
     "ingest",
     "open_store",
 ]
@@ -109,3 +114,4 @@ if TYPE_CHECKING:
     from mcpower.store import Catalog, DatasetEntry, Store
     from mcpower.store.local import LocalCatalog
     from mcpower.store.local.store import LocalStore, open_store
+    from mcpower.store.original.convert import ImportReport, import_original

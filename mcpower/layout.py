@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import io
 import logging
 import os
 import secrets
@@ -65,13 +66,21 @@ def write_manifest(manifest: Manifest, folder: Path) -> Path:
     # A new file under an unpredictable name, no symlink followed: nothing prepared in the folder
     # can redirect the write.
     tmp = folder / f".{MANIFEST_NAME}.{secrets.token_hex(8)}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o644)
+    fd = -1
     try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o644)
         os.write(fd, text.encode("utf-8"))
         os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, target)
+        written, fd = fd, -1  # forgotten before it is closed: a Ctrl-C in between leaks it, never closes twice
+        os.close(written)
+        os.replace(tmp, target)
+    except BaseException:
+        # A Ctrl-C (often during the fsync), a SIGTERM or a full disk before the rename: remove
+        # the temp file now; otherwise it stays until the next ingest of this dataset.
+        if fd >= 0:
+            os.close(fd)
+        tmp.unlink(missing_ok=True)
+        raise
     fsync_path(folder)
     return target
 
@@ -80,53 +89,59 @@ def write_manifest(manifest: Manifest, folder: Path) -> Path:
 def dataset_lock(folder: Path, wait: bool = False) -> Iterator[None]:
     """Hold the dataset's write lock; readers never take it.
 
+    The lock file is never a symlink, and is the one at that name when the lock is granted (a
+    writer that gave up removes it: then the lock is taken again).
+
     Raises:
         DatasetLockedError: another process holds it and ``wait`` is False.
         IngestError: the folder or the lock file cannot be created (read-only or full disk).
     """
-    fd = _locked(folder, wait)
+    # The lock file, once open, as a file object: closed (releasing the flock) however this ends,
+    # even by a Ctrl-C that lands in the cleanup itself, when the object is dropped.
+    held: list[io.FileIO] = []
     try:
+        while not held:
+            _take(folder, wait, held)
+        fd = held[0].fileno()
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"pid {os.getpid()} since {now_utc().isoformat()}".encode(), 0)
         yield
     finally:
-        os.close(fd)  # closing releases the flock
+        for lock in held:
+            lock.close()
 
 
-def _locked(folder: Path, wait: bool) -> int:
-    """A descriptor of ``folder/.lock`` holding its flock. The lock file is never a symlink, and is
-    the one at that name when the lock is granted (a writer that gave up removes it: then retry)."""
-    while True:
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-            fd = os.open(folder / LOCK_NAME, os.O_RDWR | os.O_CREAT | _NOFOLLOW | os.O_NONBLOCK, 0o644)
-        except OSError as e:
-            if e.errno == errno.ELOOP:
-                raise IngestError(
-                    f"{folder.name}/{LOCK_NAME} is a symlink; mcpower will not write through it (remove it)"
-                ) from e
-            raise write_error(folder.name, e) from e
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise IngestError(f"{folder.name}/{LOCK_NAME} is not a regular file; remove it")
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-            except BlockingIOError:
-                holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "unknown process"
-                raise DatasetLockedError(
-                    f"dataset {folder.name!r} is being written by another ingest ({holder}); "
-                    "wait for it to finish or pass --wait"
-                ) from None
-            here = os.stat(folder / LOCK_NAME, follow_symlinks=False)
-            held = os.fstat(fd)
-            if (here.st_dev, here.st_ino) == (held.st_dev, held.st_ino):
-                return fd
-        except FileNotFoundError:
-            pass  # removed while we waited: take the lock again
-        except BaseException:
-            os.close(fd)
-            raise
-        os.close(fd)
+def _take(folder: Path, wait: bool, held: list[io.FileIO]) -> None:
+    """Open and flock ``folder/.lock`` into ``held``; leave ``held`` empty if the file was replaced
+    while we waited."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        flags = os.O_RDWR | os.O_CREAT | _NOFOLLOW | os.O_NONBLOCK
+        held.append(io.FileIO(os.open(folder / LOCK_NAME, flags, 0o644), "r+"))
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise IngestError(
+                f"{folder.name}/{LOCK_NAME} is a symlink; mcpower will not write through it (remove it)"
+            ) from e
+        raise write_error(folder.name, e) from e
+    fd = held[0].fileno()
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        raise IngestError(f"{folder.name}/{LOCK_NAME} is not a regular file; remove it")
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+    except BlockingIOError:
+        holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "unknown process"
+        raise DatasetLockedError(
+            f"dataset {folder.name!r} is being written by another ingest ({holder}); "
+            "wait for it to finish or pass --wait"
+        ) from None
+    try:
+        here = os.stat(folder / LOCK_NAME, follow_symlinks=False)
+    except FileNotFoundError:
+        here = None
+    held_st = os.fstat(fd)
+    if here is None or (here.st_dev, here.st_ino) != (held_st.st_dev, held_st.st_ino):
+        held.pop().close()  # removed or replaced while we waited: take the lock again
 
 
 def remove_if_unpublished(folder: Path) -> None:
@@ -161,21 +176,19 @@ def publish(folder: Path, write: Callable[[Path, str], Manifest]) -> Manifest:
         fsync_path(staging)
         os.rename(staging, folder / version)
         fsync_path(folder)
-    except OSError as e:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise write_error(folder.name, e) from e
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    try:
         write_manifest(manifest, folder)  # the commit point: readers switch to the new version here
+        prune_versions(folder, keep={version, *previous})
     except BaseException as e:
-        if version not in _versions_in_use(folder):  # failed before the rename: the new version is unused
+        # One handler for every step, so no exception (a Ctrl-C included) can fall between two:
+        # before the commit the build is undone, wherever it is; after it, the old versions go.
+        shutil.rmtree(staging, ignore_errors=True)
+        if version in _versions_in_use(folder):
+            prune_versions(folder, keep={version, *previous})
+        else:
             shutil.rmtree(folder / version, ignore_errors=True)
         if isinstance(e, OSError):
             raise write_error(folder.name, e) from e
         raise
-    prune_versions(folder, keep={version, *previous})
     return manifest
 
 

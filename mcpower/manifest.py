@@ -15,7 +15,7 @@ import re
 import stat
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
-from typing import Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
@@ -128,6 +128,10 @@ class SourceInfo(_Model):
 class DatasetInfo(_Model):
     """Everything needed to list, verify and search a dataset later, whichever store holds it."""
 
+    # Whose format the dataset is in: mcpower's own, or the original system's (store/original/),
+    # which is served read-only. A class attribute, not a field: manifests do not record it.
+    format: ClassVar[Literal["mcpower", "original"]] = "mcpower"
+
     schema_version: Literal[1] = 1
     id: str = Field(pattern=ID_PATTERN, min_length=1, max_length=MAX_ID_CHARS)
     name: str = Field(min_length=1, max_length=128)
@@ -162,10 +166,7 @@ class Manifest(DatasetInfo):
     @field_validator("index", "metadata")
     @classmethod
     def _relative_inside(cls, v: str) -> str:
-        p = Path(v)
-        if p.is_absolute() or "\\" in v or ".." in p.parts or "\x00" in v:
-            raise ValueError("must be a relative path inside the dataset folder")
-        return v
+        return relative_inside(v)
 
     def to_json(self) -> str:
         """The manifest as written to disk, its keys in the order they have always had."""
@@ -184,6 +185,19 @@ _KEY_ORDER = (
 )
 
 
+def relative_inside(v: str) -> str:
+    """``v`` if it is a relative path that stays inside the dataset folder by its text (no ``..``,
+    absolute path, backslash or NUL); symlinks are checked when the file is opened (layout.resolve_inside).
+
+    Raises:
+        ValueError: it is not.
+    """
+    p = Path(v)
+    if p.is_absolute() or "\\" in v or ".." in p.parts or "\x00" in v:
+        raise ValueError("must be a relative path inside the dataset folder")
+    return v
+
+
 def read_manifest(path: Path) -> Manifest:
     """Read and validate ``path`` (a manifest.json), refusing anything odd before parsing it.
 
@@ -194,40 +208,69 @@ def read_manifest(path: Path) -> Manifest:
         InvalidManifestError: not a regular file, too big, not JSON, or breaks a schema rule.
     """
     where = f"{path.parent.name}/{path.name}"
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
-    except OSError as e:
-        reason = "not a regular file (a symlink)" if e.errno == errno.ELOOP else f"cannot read ({e.strerror})"
-        raise InvalidManifestError(f"{where}: {reason}") from e
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise InvalidManifestError(f"{where}: not a regular file")
-        if st.st_size > MAX_MANIFEST_BYTES:
-            raise InvalidManifestError(
-                f"{where}: {st.st_size} bytes, over the {MAX_MANIFEST_BYTES}-byte limit for manifests"
-            )
-        raw = os.read(fd, MAX_MANIFEST_BYTES + 1)
-    except OSError as e:
-        raise InvalidManifestError(f"{where}: cannot read ({e.strerror})") from e
-    finally:
-        os.close(fd)
-    if len(raw) > MAX_MANIFEST_BYTES:
-        raise InvalidManifestError(f"{where}: over the {MAX_MANIFEST_BYTES}-byte limit for manifests")
-    try:
-        data = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
-    except (UnicodeDecodeError, ValueError, RecursionError) as e:  # RecursionError: `[[[[...` nesting
-        raise InvalidManifestError(f"{where}: not valid UTF-8 JSON ({e})") from e
-    if not isinstance(data, dict):
-        raise InvalidManifestError(f"{where}: must be a JSON object")
+    data = read_manifest_json(path)
     try:
         return Manifest.model_validate(data)
     except ValidationError as e:
         raise InvalidManifestError(f"{where}: {_describe(e)}") from e
 
 
+def read_manifest_json(path: Path) -> dict[str, Any]:
+    """The JSON object in ``path`` (a manifest.json of any format), read as safely as :func:`read_manifest` does.
+
+    Raises:
+        InvalidManifestError: not a regular file, too big, not a JSON object.
+    """
+    where = f"{path.parent.name}/{path.name}"
+    try:
+        data = read_json(path, MAX_MANIFEST_BYTES, "manifests")
+    except ValueError as e:
+        raise InvalidManifestError(f"{where}: {e}") from e
+    if not isinstance(data, dict):
+        raise InvalidManifestError(f"{where}: must be a JSON object")
+    return data
+
+
+def read_json(path: Path, max_bytes: int, what: str) -> Any:
+    """The JSON value in the regular file ``path`` of at most ``max_bytes`` bytes.
+
+    The file is opened once (no symlink followed, without blocking) and that descriptor is checked
+    and read, so what is checked is what is read; its size is checked before anything is read.
+
+    Raises:
+        ValueError: what was wrong, for a message (no path in it): unreadable, not a regular file,
+            over the limit for ``what``, not UTF-8 JSON, NaN or Infinity, nested too deeply.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError as e:
+        raise ValueError(
+            "not a regular file (a symlink)" if e.errno == errno.ELOOP else f"cannot read ({e.strerror})"
+        ) from e
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError("not a regular file")
+        if st.st_size > max_bytes:
+            raise ValueError(f"{st.st_size} bytes, over the {max_bytes}-byte limit for {what}")
+        parts, size = [], 0
+        while size <= max_bytes and (block := os.read(fd, max_bytes + 1 - size)):  # the file may have grown
+            parts.append(block)
+            size += len(block)
+    except OSError as e:
+        raise ValueError(f"cannot read ({e.strerror})") from e
+    finally:
+        os.close(fd)
+    if size > max_bytes:
+        raise ValueError(f"over the {max_bytes}-byte limit for {what}")
+    try:
+        return json.loads(b"".join(parts).decode("utf-8"), parse_constant=_reject_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:  # RecursionError: `[[[[...` nesting
+        raise ValueError(f"not valid UTF-8 JSON ({e})") from e
+
+
 def _reject_constant(name: str) -> float:
-    raise ValueError(f"{name} is not allowed in a manifest")
+    raise ValueError(f"{name} is not allowed")
 
 
 def _describe(e: ValidationError) -> str:

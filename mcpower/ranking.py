@@ -67,10 +67,15 @@ def semantic_score(cosine: float) -> float:
 
 
 def fuse(mode: Mode, cosines: dict[int, float], bm25s: dict[int, float]) -> list[tuple[int, float]]:
-    """Candidates ranked by the mode's score, best first; ties broken by chunk id for stability."""
+    """Candidates ranked by the mode's score, best first; ties broken by chunk id for stability.
+
+    Semantic mode ranks by the cosine itself, so candidates whose cosines are all clipped to a
+    score of 0 keep the order of an inner-product search (the original system's, too).
+    """
     if mode == "semantic":
-        scored = {i: semantic_score(c) for i, c in cosines.items()}
-    elif mode == "keyword":
+        ranked = sorted(cosines.items(), key=lambda kv: (-kv[1], kv[0]))
+        return [(i, semantic_score(c)) for i, c in ranked]
+    if mode == "keyword":
         scored = {i: keyword_score(b) for i, b in bm25s.items()}
     else:
         ids = cosines.keys() | bm25s.keys()

@@ -180,6 +180,11 @@ class DatasetSummary(BaseModel):
     model: str | None = None
     backend: str | None = None
     updated_at: str | None = None
+    format: Literal["mcpower", "original"] | None = Field(
+        None,
+        description="mcpower, or original: built by the original system and served read-only "
+        "(`mcpower import` converts it to mcpower's format)",
+    )
     error: str | None = None
     watched: bool | None = Field(None, description="true while an mcpower process re-indexes it as its files change")
     watch_state: Literal["watching", "indexing", "source_missing", "failed"] | None = None

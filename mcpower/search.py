@@ -134,8 +134,9 @@ def search(
     merged: list[tuple[float, str, int, ChunkHit]] = []
     terms = query_terms(q)
     for store in stores:
-        for chunk, score in _search_store(registry, store, q, depth, m, filters):
-            merged.append((score, store.info.id, chunk.id, chunk))
+        # Equal scores keep their store's order (by chunk id; by raw cosine for semantic scores clipped to 0).
+        for rank, (chunk, score) in enumerate(_search_store(registry, store, q, depth, m, filters)):
+            merged.append((score, store.info.id, rank, chunk))
     merged.sort(key=lambda t: (-t[0], t[1], t[2]))
     ranked = [(store_id, hit, score) for score, store_id, _, hit in merged if score >= min_score]
     sources = {s.info.id: s.info.source for s in stores}

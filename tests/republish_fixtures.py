@@ -144,7 +144,12 @@ def child(request):
     sys.argv = ["mcpower", *request["argv"]]
     code = 0
     try:
-        mcpower.cli.main()
+        try:
+            mcpower.cli.main()
+        finally:
+            # A signal the parent sends once the command has ended is too late to change how it
+            # ended: blocked here, it cannot escape the bookkeeping below as exit 99.
+            signal.pthread_sigmask(signal.SIG_BLOCK, (signal.SIGINT, signal.SIGTERM))
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     except KeyboardInterrupt:

@@ -76,3 +76,19 @@ def test_print_config_warns_when_the_datasets_folder_is_missing(tmp_path: Path) 
         tmp_path / "nowhere"
     )
     assert f"warning: no datasets under {tmp_path / 'nowhere'}: the folder does not exist" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("env", "says"),
+    [
+        ({"MCPOWER_BACKEND": "gpu"}, "MCPOWER_BACKEND: Input should be"),
+        ({"MCPOWER_MAX_FILE_MB": "lots"}, "MCPOWER_MAX_FILE_MB"),
+    ],
+)
+def test_a_bad_setting_in_the_environment_is_one_error_line(
+    corpus: Path, datasets_dir: Path, env: dict[str, str], says: str
+) -> None:
+    result = CliRunner().invoke(app, ["ingest", str(corpus), "--datasets-dir", str(datasets_dir)], env=env)
+
+    assert result.exit_code == 1
+    assert result.stderr.startswith(f"Error: {says}") and "Traceback" not in result.output

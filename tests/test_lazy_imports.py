@@ -87,3 +87,14 @@ def test_datasets_listing_loads_nothing_heavy(corpus: Path, datasets_dir: Path) 
 
     assert proc.stdout.splitlines()[1].startswith("docs ")  # under the header
     assert loaded == []
+
+
+def test_listing_a_dataset_of_the_original_format_loads_nothing_heavy(datasets_dir: Path) -> None:
+    from original_fixtures import RECORDS, embed, write_original
+
+    write_original(datasets_dir / "orig", vectors=embed([r["content"] for r in RECORDS], 384))
+
+    loaded, proc = loaded_after("datasets", "--datasets-dir", datasets_dir)
+
+    assert "\norig " in proc.stdout and "original system's format" in proc.stdout  # listed ready
+    assert loaded == []

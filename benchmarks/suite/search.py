@@ -208,6 +208,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     import numpy as np
 
     from mcpower.evaluation import load_queries
+    from mcpower.manifest import Manifest
     from mcpower.registry import Registry
     from mcpower.search import search
     from mcpower.store.local.build import HNSW_THRESHOLD
@@ -236,6 +237,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         store = registry.store(ds)  # verifies checksums, reads the index and opens SQLite
         load_s = time.perf_counter() - t
         assert isinstance(store, LocalStore)  # the HNSW recall below reads its FAISS index
+        assert isinstance(store.manifest, Manifest)  # a dataset on disk, not one built in memory
         emb = registry.embedder_for(store.info)
         for q in queries[:10]:  # warm-up: page cache, first-call allocations
             for mode in modes:

@@ -2,7 +2,7 @@
 
 Exit codes: 0 success, 1 a McpowerError or failed validation, 2 usage, 130 Ctrl-C.
 Results go to stdout; progress and diagnostics to stderr. One module per group of commands:
-ingest.py, datasets.py (validate, datasets), search.py (search, eval), serve.py. typer lives here
+ingest.py, importing.py, datasets.py (validate, datasets), search.py (search, eval), serve.py. typer lives here
 and nowhere else in mcpower.
 """
 
@@ -14,7 +14,7 @@ import typer
 from typer.core import TyperGroup
 
 from mcpower import __version__
-from mcpower.cli import datasets, ingest, search, serve
+from mcpower.cli import datasets, importing, ingest, search, serve
 from mcpower.errors import McpowerError
 
 
@@ -55,6 +55,7 @@ def _main(
 
 
 app.command()(ingest.ingest)
+app.command("import")(importing.import_)
 app.command()(datasets.validate)
 app.command()(datasets.datasets)
 app.command()(search.search)

@@ -36,7 +36,7 @@ WatchDebounce = Annotated[
 
 def settings(**overrides: Any) -> Settings:
     """Settings with the flags the user gave (None: not given) over MCPOWER_* variables and defaults."""
-    return Settings(**{k: v for k, v in overrides.items() if v is not None})
+    return Settings.load(**overrides)
 
 
 def open_registry(s: Settings) -> Registry:

@@ -21,7 +21,11 @@ def validate(
     datasets_dir: DatasetsDir = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Check manifests and their files (schema, paths, checksums, counts, dimensions); exit 1 if any fails."""
+    """Check manifests and their files (schema, paths, checksums, counts, dimensions); exit 1 if any fails.
+
+    Datasets of the original system's format have no checksums: their vector and record counts,
+    dimension and unit-length vectors are checked instead.
+    """
 
     s = settings(datasets_dir=datasets_dir)
     registry = open_registry(s)
@@ -68,8 +72,9 @@ def datasets(datasets_dir: DatasetsDir = None, as_json: JsonFlag = False) -> Non
     an mcpower process watches its source folder (`--watch`), and that folder (--json)."""
 
     s = settings(datasets_dir=datasets_dir)
+    entries = open_registry(s).entries()
     rows: list[dict[str, Any]] = []
-    for e in open_registry(s).entries():
+    for e in entries:
         source = e.info.source if e.info is not None and e.error is None else None
         # The source folder is shown here, to the user at the terminal, never to MCP clients.
         rows.append({**e.summary().model_dump(), "source": source.path if source else None})
@@ -83,7 +88,7 @@ def datasets(datasets_dir: DatasetsDir = None, as_json: JsonFlag = False) -> Non
     typer.echo(
         f"{'DATASET':<{width}}  {'DOCS':>6}  {'CHUNKS':>8}  {'UPDATED (UTC)':<16}  {'WATCH':<14}  NAME / DESCRIPTION"
     )
-    for r in rows:
+    for r, e in zip(rows, entries):
         if r["status"] != "ready":
             typer.echo(f"{r['id']:<{width}}  error: {_message(r['id'], r['error'])}")
             continue
@@ -98,3 +103,8 @@ def datasets(datasets_dir: DatasetsDir = None, as_json: JsonFlag = False) -> Non
             typer.echo(" " * indent + textwrap.shorten(description, width=max(40, 118 - indent), placeholder=" …"))
         if r["watch_message"]:
             typer.echo(" " * indent + r["watch_message"])
+        if r["format"] == "original":
+            typer.echo(
+                " " * indent + "original system's format, served read-only; "
+                f"`mcpower import {s.datasets_dir / e.location}` converts it"
+            )

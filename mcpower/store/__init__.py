@@ -221,6 +221,7 @@ class DatasetEntry:
             model=m.embedding.model,
             backend=m.embedding.backend,
             updated_at=m.updated_at.isoformat(),
+            format=m.format,
             watched=self.watch is not None,
             watch_state=self.watch.state if self.watch else None,
             watch_message=self.watch.message if self.watch else None,

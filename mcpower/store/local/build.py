@@ -31,29 +31,59 @@ HNSW_EF_CONSTRUCTION = 200
 def write_metadata(path: Path, documents: Iterable[DocumentRow], chunks: Iterable[ChunkRow]) -> None:
     """Create the SQLite file at ``path`` with documents, chunks, the full-text index and its postings."""
     with closing(sqlite3.connect(path)) as db:
-        db.executescript("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;" + SCHEMA)
-        db.executemany(insert_sql(DOCUMENTS, DocumentRow), map(values, documents))
-        db.executemany(insert_sql(CHUNKS, ChunkRow), map(values, chunks))
-        db.create_function("segment", 1, segment, deterministic=True)
-        db.execute(
-            f"INSERT INTO {FTS}(rowid, text, title, heading_path) "
-            "SELECT c.id, segment(c.text), segment(d.title), segment(c.heading_path) "
-            f"FROM {CHUNKS} c JOIN {DOCUMENTS} d ON d.id = c.document_id ORDER BY c.id"
-        )
-        db.execute(f"INSERT INTO {FTS}({FTS}) VALUES ('optimize')")
-        write_postings(db)
+        db.executescript("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;")
+        fill_metadata(db, documents, chunks)
         db.commit()
     fsync_path(path)
+
+
+def fill_metadata(db: sqlite3.Connection, documents: Iterable[DocumentRow], chunks: Iterable[ChunkRow]) -> None:
+    """Create the schema in the empty database ``db`` (a file, or one in memory) and fill it:
+    documents, chunks, the full-text index and its postings. The caller commits."""
+    db.executescript(SCHEMA)
+    db.executemany(insert_sql(DOCUMENTS, DocumentRow), map(values, documents))
+    db.executemany(insert_sql(CHUNKS, ChunkRow), map(values, chunks))
+    # segment() runs here, between SQLite steps, not inside the statement as an SQL function:
+    # Python's sqlite3 discards whatever a function raises ("user-defined function raised
+    # exception"), so a Ctrl-C (KeyboardInterrupt) or SIGTERM (SystemExit) landing in it
+    # would turn into a disk-write error instead of stopping the ingest.
+    db.executemany(
+        f"INSERT INTO {FTS}(rowid, text, title, heading_path) VALUES (?, ?, ?, ?)",
+        (
+            (i, segment(text), segment(title), segment(heading))
+            for i, text, title, heading in db.execute(
+                "SELECT c.id, c.text, d.title, c.heading_path "
+                f"FROM {CHUNKS} c JOIN {DOCUMENTS} d ON d.id = c.document_id ORDER BY c.id"
+            )
+        ),
+    )
+    db.execute(f"INSERT INTO {FTS}({FTS}) VALUES ('optimize')")
+    write_postings(db)
 
 
 def write_vectors(path: Path, ids: NDArray[np.int64], vectors: NDArray[np.float32]) -> dict[str, Any]:
     """Write the FAISS index for ``vectors`` (unit rows) keyed by chunk ``ids``; returns its manifest info."""
     import faiss
 
+    index, info = vector_index(ids, vectors)
+    faiss.write_index(index, str(path))
+    fsync_path(path)
+    return info
+
+
+def vector_index(
+    ids: NDArray[np.int64], vectors: NDArray[np.float32], exact: bool = False
+) -> tuple[Any, dict[str, Any]]:
+    """The FAISS index (in memory) for ``vectors`` keyed by chunk ``ids``, and its manifest info.
+
+    ``exact``: a flat index whatever the size (HNSW is chosen above HNSW_THRESHOLD otherwise).
+    """
+    import faiss
+
     dim = vectors.shape[1]
     info: dict[str, Any]
     inner: Any
-    if len(ids) > HNSW_THRESHOLD:
+    if len(ids) > HNSW_THRESHOLD and not exact:
         inner = faiss.IndexHNSWFlat(dim, HNSW_M, faiss.METRIC_INNER_PRODUCT)
         inner.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
         inner.hnsw.efSearch = hnsw_ef_search(len(ids))
@@ -64,9 +94,7 @@ def write_vectors(path: Path, ids: NDArray[np.int64], vectors: NDArray[np.float3
     index = faiss.IndexIDMap2(inner)
     if len(ids):
         index.add_with_ids(np.ascontiguousarray(vectors, dtype=np.float32), np.asarray(ids, dtype=np.int64))
-    faiss.write_index(index, str(path))
-    fsync_path(path)
-    return info
+    return index, info
 
 
 def hnsw_ef_search(n: int) -> int:

@@ -1,7 +1,9 @@
 """The local catalog: datasets as folders under a datasets root, one manifest.json each.
 
 Manifests are found recursively; an invalid one is reported with its reason and the rest stay
-usable. A manifest is re-read only when its file changed (a stat per look).
+usable. A manifest is re-read only when its file changed (a stat per look). A manifest of the
+original system's format (seed 000's six fields) is a dataset too: store/original/ reads and
+serves it, read-only, and it is re-read when its manifest, metadata or FAISS file changed.
 """
 
 from __future__ import annotations
@@ -14,9 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mcpower.checksums import FileHashes
-from mcpower.errors import DatasetUnavailableError, McpowerError
+from mcpower.errors import DatasetUnavailableError, InvalidManifestError, McpowerError
 from mcpower.layout import (
-    Stamp,
     clean_leftovers,
     dataset_lock,
     find_manifests,
@@ -27,8 +28,17 @@ from mcpower.layout import (
     stamp_of,
     write_error,
 )
-from mcpower.manifest import MANIFEST_NAME, Checksums, DatasetInfo, Manifest, VectorIndexInfo, read_manifest
+from mcpower.manifest import (
+    MANIFEST_NAME,
+    Checksums,
+    DatasetInfo,
+    Manifest,
+    VectorIndexInfo,
+    read_manifest,
+    read_manifest_json,
+)
 from mcpower.store import DatasetBuild, DatasetEntry
+from mcpower.store.original import OriginalInfo, file_stamps, is_original_manifest, read_info, upgrade_note
 
 if TYPE_CHECKING:  # the store pulls in numpy and FAISS: imported when a dataset is opened, not to list them
     from mcpower.store.local.store import LocalStore
@@ -42,8 +52,8 @@ class LocalCatalog:
     def __init__(self, root: Path, hashes: FileHashes | None = None) -> None:
         self.root = root
         self._hashes = hashes or FileHashes(None)  # remembers the checksums of verified files
-        # Manifests as last read, by path and file stamp: a scan re-reads only those that changed.
-        self._read: dict[Path, tuple[Stamp, Manifest]] = {}
+        # Datasets as last read, by manifest path and version mark: a scan re-reads only those that changed.
+        self._read: dict[Path, tuple[object, DatasetInfo]] = {}
 
     # ------------------------------------------------------------ finding
 
@@ -51,17 +61,18 @@ class LocalCatalog:
         """Every dataset folder under the root. ``<root>/<id>/`` owns its id: a dataset deeper down
         (a copied folder, say) that claims the same id is reported as an error, never preferred."""
         found: dict[str, DatasetEntry] = {}
-        misnamed: list[tuple[Path, Manifest]] = []
+        misnamed: list[tuple[Path, DatasetInfo]] = []
         known, reads = self._read, {}
         # Top-level folders first: they own the ids they are named after.
         paths = sorted(find_manifests(self.root), key=lambda p: p.parent.parent != self.root)
         for path in paths:
             folder = path.parent
-            stamp = stamp_of(path)  # before reading: a manifest replaced meanwhile then looks changed
             try:
                 seen = known.get(path)
-                manifest = seen[1] if seen is not None and seen[0] == stamp else read_manifest(path)
-                reads[path] = (stamp, manifest)
+                version, manifest = (
+                    seen if seen is not None and seen[0] == self._version(path, seen[1]) else self._load(path)
+                )
+                reads[path] = (version, manifest)
             except McpowerError as e:
                 key = self._rel(folder)
                 found[key] = DatasetEntry(key, None, e, location=key, handle=folder)
@@ -69,7 +80,7 @@ class LocalCatalog:
             if folder.name != manifest.id and folder.parent == self.root:
                 misnamed.append((folder, manifest))  # after the others: it must not displace the real one
                 continue
-            entry = DatasetEntry(manifest.id, manifest, None, self._rel(folder), stamp, folder)
+            entry = DatasetEntry(manifest.id, manifest, None, self._rel(folder), version, folder)
             if manifest.id in found:
                 other = found[manifest.id].location
                 entry.error = DatasetUnavailableError(
@@ -86,6 +97,8 @@ class LocalCatalog:
                     for name in leftover_staging(entry.handle)
                 ]
                 entry.watch = read_watch(entry.handle)
+                if isinstance(entry.info, OriginalInfo):
+                    entry.notes.append(upgrade_note(entry.location))
         for folder, manifest in misnamed:
             # Under the id it claims (so a search for that id explains), unless a dataset has it.
             rel = self._rel(folder)
@@ -103,20 +116,47 @@ class LocalCatalog:
         if entry.info is None or not isinstance(folder, Path):
             return entry
         path = folder / MANIFEST_NAME
-        stamp = stamp_of(path)  # taken before reading, so a publish racing the read is seen next time
-        if stamp == entry.version:
+        version = self._version(path, entry.info)
+        if version == entry.version:
             return entry
         try:
-            manifest = read_manifest(path)
+            version, manifest = self._load(path)
         except McpowerError as e:
-            return DatasetEntry(entry.id, None, e, entry.location, stamp, folder)
+            return DatasetEntry(entry.id, None, e, entry.location, version, folder)
         if manifest.id != entry.id:
             return entry
-        return DatasetEntry(manifest.id, manifest, None, entry.location, stamp, folder)
+        return DatasetEntry(manifest.id, manifest, None, entry.location, version, folder)
+
+    def _load(self, path: Path) -> tuple[object, DatasetInfo]:
+        """(version mark, info) of the dataset whose manifest is ``path``, in either format.
+
+        The mark is taken before reading, so a publish racing the read is seen next time.
+        """
+        stamp = stamp_of(path)
+        try:
+            return stamp, read_manifest(path)
+        except InvalidManifestError:
+            data = read_manifest_json(path)  # not mcpower's; the original format's? (re-read: at most 10 KB)
+            if not is_original_manifest(data):
+                raise
+        info, files = read_info(path.parent, data, self._hashes)
+        return (stamp, files), info
+
+    def _version(self, path: Path, info: DatasetInfo | None) -> object:
+        """The mark that changes when the dataset changes: its manifest's stamp, and for the
+        original format its files' stamps too (the format has no manifest to republish)."""
+        stamp = stamp_of(path)
+        if isinstance(info, OriginalInfo):
+            return stamp, file_stamps(path.parent, info.metadata, info.index_file)
+        return stamp
 
     def open(self, entry: DatasetEntry) -> LocalStore:
         from mcpower.store.local.store import open_store
 
+        if isinstance(entry.info, OriginalInfo) and isinstance(entry.handle, Path):
+            from mcpower.store.original.store import open_original
+
+            return open_original(entry.handle, entry.info, self._hashes)
         if not isinstance(entry.info, Manifest) or not isinstance(entry.handle, Path):
             raise DatasetUnavailableError(f"{entry.id}: not a dataset of this folder")  # pragma: no cover
         return open_store(entry.handle, entry.info, hashes=self._hashes)
@@ -151,7 +191,10 @@ class LocalCatalog:
         try:
             return open_store(folder, read_manifest(path), hashes=self._hashes)
         except McpowerError as e:
-            logger.warning("existing dataset %s is unusable (%s); rebuilding it from scratch", dataset_id, e.message)
+            if not _is_original(path):  # one of the original format has nothing to carry over: no warning
+                logger.warning(
+                    "existing dataset %s is unusable (%s); rebuilding it from scratch", dataset_id, e.message
+                )
             return None
 
     def publish(self, build: DatasetBuild) -> DatasetInfo:
@@ -191,6 +234,14 @@ class LocalCatalog:
             return folder.relative_to(self.root).as_posix() or folder.name
         except ValueError:
             return folder.name
+
+
+def _is_original(path: Path) -> bool:
+    """Whether ``path`` is a manifest of the original format."""
+    try:
+        return is_original_manifest(read_manifest_json(path))
+    except McpowerError:
+        return False
 
 
 if TYPE_CHECKING:  # mypy proves the local classes implement the interfaces (nothing runs)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 import sqlite3
 from collections.abc import Iterable, Sequence
+from contextlib import closing
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import TYPE_CHECKING
@@ -56,10 +57,16 @@ def write_postings(db: sqlite3.Connection) -> None:
         weight = "CASE col WHEN 'text' THEN ? WHEN 'title' THEN ? ELSE ? END"
         # One row per (term, chunk) holding it, with the term's weighted frequency there; then every
         # impact at once with numpy (a loop over terms cost ~1 ms a term).
-        pairs = db.execute(
-            f"SELECT term, doc, sum({weight}) FROM temp.chunks_vocab GROUP BY term, doc ORDER BY term, doc",
-            COLUMN_WEIGHTS,
-        ).fetchall()
+        # Closed on the way out, before the DROP below: an exception (Ctrl-C, SIGTERM) while fetching
+        # leaves this SELECT open on chunks_vocab, and SQLite refuses to drop a virtual table that
+        # a statement still reads ("database table is locked"), an error that would replace it.
+        with closing(
+            db.execute(
+                f"SELECT term, doc, sum({weight}) FROM temp.chunks_vocab GROUP BY term, doc ORDER BY term, doc",
+                COLUMN_WEIGHTS,
+            )
+        ) as cursor:
+            pairs = cursor.fetchall()
         if not pairs:
             return
         terms, docs, tfs = zip(*pairs)

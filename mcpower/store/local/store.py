@@ -57,19 +57,21 @@ class LocalStore:
 
     def __init__(
         self,
-        manifest: Manifest,
+        manifest: DatasetInfo,
         folder: Path,
         index: Any,
         db: sqlite3.Connection,
         ids: NDArray[np.int64],
         postings: bool,
+        hnsw: bool = False,
     ) -> None:
-        self.manifest = manifest
+        self.manifest = manifest  # a Manifest, or the DatasetInfo of a store built in memory (store/original/)
         self.folder = folder
         self._index = index
         self._db = db
         self._ids = ids  # every chunk id, ascending: the rows of the keyword postings
         self._postings = postings  # False for a database written before postings existed: FTS5 scores all
+        self._hnsw = hnsw  # an approximate index: a selective filter is scored exactly instead
         self._lock = threading.Lock()
         self._allowed_cache: dict[SearchFilters, NDArray[np.int64]] = {}
 
@@ -101,7 +103,7 @@ class LocalStore:
         if allowed is not None:
             if not len(allowed):
                 return []
-            if len(allowed) <= EXACT_FILTER_MAX and self.manifest.vector_index.kind == "hnsw":
+            if len(allowed) <= EXACT_FILTER_MAX and self._hnsw:
                 vecs = np.vstack([self._index.reconstruct(int(i)) for i in allowed])
                 sims = vecs @ q[0]
                 order = np.argsort(-sims)[:k]
@@ -145,7 +147,8 @@ class LocalStore:
         try:
             return combine(self._ids, postings, fts_scores, mask)
         except ValueError as e:
-            raise IndexMismatchError(f"{self.id}: {self.manifest.metadata}: {e}; re-run `mcpower ingest`") from e
+            source = self.manifest.metadata if isinstance(self.manifest, Manifest) else "keyword index"
+            raise IndexMismatchError(f"{self.id}: {source}: {e}; re-run `mcpower ingest`") from e
 
     def _allowed(self, where: SearchFilters | None) -> NDArray[np.int64] | None:
         """Ids of the chunks whose document passes ``where`` (None: no filter, all pass)."""
@@ -319,7 +322,7 @@ def open_store(folder: Path, manifest: Manifest, verify: bool = True, hashes: Fi
             f"{name}: counts disagree (index {index.ntotal} vectors, database {n_chunks} chunks / "
             f"{n_docs} documents, manifest {manifest.counts.chunks} / {manifest.counts.documents})"
         )
-    return LocalStore(manifest, folder, index, db, ids, postings)
+    return LocalStore(manifest, folder, index, db, ids, postings, hnsw=manifest.vector_index.kind == "hnsw")
 
 
 def _ascending_ids(index: Any, db: sqlite3.Connection) -> NDArray[np.int64]:

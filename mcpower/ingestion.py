@@ -163,6 +163,8 @@ def ingest(
             reuse = previous if previous is not None and not opts.full and not report.rebuild_reason else None
             report.full_rebuild = reuse is None
             docs, chunks, vectors = _build(src, files, opts, emb, chunk_tokens, overlap, reuse, report, progress)
+            if not src.is_dir():  # deleted or renamed meanwhile: the files not read yet are not gone from it
+                raise IngestError(f"{src.name}: the folder vanished while it was read; the previous version is kept")
             prev = previous.info if previous is not None else None
             now = now_utc()
             name = opts.name or src.name
@@ -280,7 +282,12 @@ def _build(
             report.skipped.append((f.rel, str(e)))
             continue
         suffix = Path(f.rel).suffix.lower()
-        document = chunk_document(text, suffix, Path(f.rel).name, emb.count_tokens, chunk_tokens, overlap)
+        try:
+            document = chunk_document(text, suffix, Path(f.rel).name, emb.count_tokens, chunk_tokens, overlap)
+        except Exception as e:  # a chunker bug one file triggers must not stop the others being ingested
+            logger.exception("cannot chunk %s", f.rel, extra={"event": "ingest.chunk_error"})
+            report.skipped.append((f.rel, f"cannot be chunked ({type(e).__name__}); please report this as a bug"))
+            continue
         docs.append(DocumentRow(doc_id, f.rel, document.title, suffix, size, mtime, content_hash, indexed_at, text))
         # An edited file keeps the vectors of its chunks whose text and headings did not change.
         kept = {(c.id, c.heading_path, c.text) for c in prev[1]} if prev is not None else set()

@@ -344,6 +344,9 @@ class Watcher:
             self.debouncer.add(w.id, now, wait=LOCK_RETRY)
             return
         except McpowerError as e:
+            if not os.path.isdir(w.root):  # deleted or renamed during the re-ingest
+                self._source_missing(w)
+                return
             message = f"the last re-index failed, the previous version keeps serving: {scrub(e.message, w.root)}"
             self._set(w, "failed", message)
             self._report(WatchEvent(w.id, "failed", message), logging.WARNING)

@@ -12,14 +12,17 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from mcpower.defaults import (
     DEFAULT_BACKEND,
     DEFAULT_DATASETS_DIR,
+    DEFAULT_HTTP_HOST,
+    DEFAULT_HTTP_PORT,
     DEFAULT_MAX_FILE_MB,
     DEFAULT_MODEL,
     DEFAULT_WATCH_DEBOUNCE,
+    DEFAULT_WORKER_THREADS,
     Backend,
 )
 from mcpower.errors import McpowerError
@@ -52,6 +55,28 @@ class Settings(BaseModel):
     allowed_models: str = Field(
         "", description="comma-separated models (names or absolute folders) datasets may name, besides the packaged one"
     )
+    worker_threads: int = Field(DEFAULT_WORKER_THREADS, ge=1, le=64, description="threads running searches")
+
+    # serve --http
+    http_host: str = Field(DEFAULT_HTTP_HOST, min_length=1, description="address to listen on")
+    http_port: int = Field(DEFAULT_HTTP_PORT, ge=0, le=65535, description="port (0: any free one)")
+    token: SecretStr | None = Field(None, description="bearer token clients must send")
+    token_file: Path | None = Field(None, description="file holding the bearer token")
+    allow_origins: list[str] = Field(
+        default_factory=list, description="browser origins allowed besides loopback ones (comma-separated)"
+    )
+    allow_hosts: list[str] = Field(
+        default_factory=list, description="Host header names allowed besides loopback ones (comma-separated)"
+    )
+    http_max_body_mb: float = Field(4.0, gt=0, le=1024, description="largest request body accepted")
+    http_call_timeout: float = Field(60.0, gt=0, description="seconds a request may take before it is answered TIMEOUT")
+    http_max_sessions: int = Field(100, ge=1, description="open MCP sessions at once; more get 503")
+    http_session_idle: float = Field(1800.0, gt=0, description="seconds an idle session is kept")
+
+    @field_validator("allow_origins", "allow_hosts", mode="before")
+    @classmethod
+    def _comma_separated(cls, v: object) -> object:
+        return [part.strip() for part in v.split(",") if part.strip()] if isinstance(v, str) else v
 
     @classmethod
     def load(cls, **flags: Any) -> Settings:

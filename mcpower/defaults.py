@@ -30,3 +30,11 @@ DEFAULT_TOP_K = 5
 # save is a few writes within milliseconds, a `git checkout` of hundreds of files a burst well under
 # a second; one edit still becomes searchable within a few seconds.
 DEFAULT_WATCH_DEBOUNCE = 1.0
+
+# `serve --http`: loopback only unless told otherwise; 8765 is free of the usual development ports.
+DEFAULT_HTTP_HOST = "127.0.0.1"
+DEFAULT_HTTP_PORT = 8765
+# Threads that run searches and other blocking work of MCP requests, whatever the transport: enough
+# to overlap one search's SQLite and FAISS waits with another's embedding on a few cores, few enough
+# that a burst of clients queues instead of thrashing (the load benchmark: 4 threads on 2 CPUs).
+DEFAULT_WORKER_THREADS = 4

@@ -266,6 +266,17 @@ def replace_file(key: str, kind: str) -> Mutation:
     return mutate
 
 
+def symlink_loop(key: str) -> Mutation:
+    """Replace the file with a symlink to itself: opening it loops (ELOOP)."""
+
+    def mutate(folder: Path, outside: Path) -> None:
+        path = _file(folder, key)
+        path.unlink()
+        path.symlink_to(path.name)
+
+    return mutate
+
+
 def version_folder_outside(folder: Path, outside: Path) -> None:
     version = folder / Path(_manifest(folder)["index"]).parent
     target = outside / f"{folder.name}-{version.name}"
@@ -820,6 +831,7 @@ TOOL = [
             ("backslashes", '"..\\\\..:0123456789abcdef"', "..\\..:0123456789abcdef", ToolError("RESULT_NOT_FOUND")),
             ("path-as-hex", '"handbook:../../etc/passw"', "handbook:../../etc/passw", ToolError("RESULT_NOT_FOUND")),
             ("absent", f'"{GOOD_ID}"', GOOD_ID, ToolError("RESULT_NOT_FOUND")),
+            ("past-int64", '"handbook:8000000000000000"', "handbook:8000000000000000", ToolError("RESULT_NOT_FOUND")),
             ("10k-chars", "10,000 × `a`", "a" * 10_000, ToolError("INVALID_ARGUMENT")),
         ]
     ],
@@ -1269,6 +1281,13 @@ DATASET = [
         "`name` of 129 characters",
         edit(_set("name", "n" * 129)),
         Broken("INVALID_MANIFEST", "name"),
+    ),
+    Case(
+        "index-symlink-loop",
+        "dataset",
+        "index.faiss a symlink to itself (a loop)",
+        symlink_loop("index"),
+        Broken("INVALID_MANIFEST", "symlink loop"),
     ),
     Case(
         "a-claims-recipes",

@@ -1,25 +1,75 @@
-"""`mcpower serve`: the MCP server, or the snippet an MCP client needs to start it."""
+"""`mcpower serve`: the MCP server (stdio or Streamable HTTP), or the snippet an MCP client needs for it."""
 
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from mcpower import __version__
 from mcpower.cli.common import DatasetsDir, WatchDebounce, no_datasets, open_registry, settings
+from mcpower.config import Settings
 
 if TYPE_CHECKING:
-    from mcpower.config import Settings
     from mcpower.registry import Registry
+    from mcpower.server.http import HttpOptions
     from mcpower.watch import Watcher
 
 logger = logging.getLogger("mcpower")
 
+_HTTP_ONLY = ("--host", "--port", "--token-file", "--allow-origin", "--allow-host")
+
 
 def serve(
     stdio: Annotated[bool, typer.Option("--stdio", help="Serve MCP over stdin/stdout (the default).")] = False,
+    http: Annotated[
+        bool, typer.Option("--http", help="Serve MCP over Streamable HTTP at /mcp, for many clients at once.")
+    ] = False,
+    host: Annotated[
+        str | None,
+        typer.Option(
+            metavar="ADDRESS",
+            help="--http: address to listen on [env MCPOWER_HTTP_HOST; default 127.0.0.1].",
+            show_default=False,
+        ),
+    ] = None,
+    port: Annotated[
+        int | None,
+        typer.Option(
+            metavar="N",
+            help="--http: port, 0 for any free one [env MCPOWER_HTTP_PORT; default 8765].",
+            show_default=False,
+        ),
+    ] = None,
+    token_file: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="PATH",
+            help="--http: require the bearer token in this file [env MCPOWER_TOKEN_FILE; or the token itself in "
+            "MCPOWER_TOKEN]. Required when --host is not loopback.",
+            show_default=False,
+        ),
+    ] = None,
+    allow_origin: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="URL",
+            help="--http: a browser origin allowed to call the server besides loopback ones, e.g. "
+            "https://app.example.com; repeatable [env MCPOWER_ALLOW_ORIGINS, comma-separated].",
+            show_default=False,
+        ),
+    ] = None,
+    allow_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="NAME",
+            help="--http: a name clients reach the server by (Host header) besides loopback ones and --host; "
+            "repeatable [env MCPOWER_ALLOW_HOSTS, comma-separated].",
+            show_default=False,
+        ),
+    ] = None,
     datasets_dir: DatasetsDir = None,
     watch: Annotated[
         bool | None,
@@ -42,35 +92,55 @@ def serve(
         str | None,
         typer.Option(
             "--print-config",
-            help="Print the client config snippet and exit: claude-desktop, claude-code, vscode, cursor.",
+            help="Print the client config snippet and exit: claude-desktop, claude-code, vscode, cursor "
+            "(with --http: the URL form, the token as a placeholder).",
         ),
     ] = None,
 ) -> None:
-    """Run the MCP server over stdio (started by MCP clients; logs go to stderr as JSON lines).
+    """Run the MCP server: over stdio (started by MCP clients), or over HTTP with --http.
 
     With --watch, datasets whose source folder was recorded at ingest are re-ingested as their
     files change; searches keep answering from the previous version meanwhile.
+
+    Logs go to stderr as JSON lines.
     """
+    if stdio and http:
+        raise typer.BadParameter("--stdio and --http are mutually exclusive: choose one transport")
+    values = (host, port, token_file, allow_origin, allow_host)
+    given = [name for name, value in zip(_HTTP_ONLY, values) if value is not None and value != []]
+    if given and not http:
+        raise typer.BadParameter(
+            f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} to --http only; add --http"
+        )
     s = settings(
         datasets_dir=datasets_dir,
         log_level=log_level,
         log_format=log_format,
         tool_names=tool_names,
+        http_host=host,
+        http_port=port,
+        token_file=token_file,
+        allow_origins=allow_origin or None,
+        allow_hosts=allow_host or None,
         watch=watch,
         watch_debounce=watch_debounce,
     )
     if print_config is not None:
-        from mcpower.server.clients import client_config
+        from mcpower.server.clients import client_config, http_client_config
 
-        typer.echo(client_config(print_config, s.datasets_dir))
-        if not any(s.datasets_dir.expanduser().glob("*/manifest.json")):
+        if http:
+            text = http_client_config(print_config, s.http_host, s.http_port, _token_required(s), s.allow_hosts)
+        else:
+            text = client_config(print_config, s.datasets_dir)
+        typer.echo(text)
+        if not http and not any(s.datasets_dir.expanduser().glob("*/manifest.json")):
             typer.echo(f"warning: {no_datasets(s.datasets_dir)}", err=True)
         return
+    options = _http_options(s) if http else None  # bad access settings fail here, before anything loads
     from mcpower.server.logging import configure_logging
 
     configure_logging(s.log_level, s.log_format)
     from mcpower.server.app import create_server
-    from mcpower.server.stdio import run_stdio
 
     registry = open_registry(s)
     entries = registry.entries()
@@ -79,7 +149,7 @@ def serve(
         extra={
             "event": "server.startup",
             "version": __version__,
-            "transport": "stdio",
+            "transport": "http" if http else "stdio",
             "datasets_dir": str(s.datasets_dir.expanduser().resolve()),
             "datasets": [e.id for e in entries if e.status == "ready"],
             "datasets_with_errors": [e.id for e in entries if e.status == "error"],
@@ -88,13 +158,25 @@ def serve(
     )
     if not entries:
         logger.warning(no_datasets(s.datasets_dir), extra={"event": "server.no_datasets"})
-    server = create_server(registry, s.tool_names)
+    if options is not None:
+        from mcpower.server.http import run_http
+
+        # Watching starts once the port is ours: a server that cannot listen must not re-ingest anything.
+        run_http(registry, options, s.tool_names, on_listening=lambda: start_watcher(registry, s))
+        return
+    from mcpower.server.stdio import run_stdio
+
+    server = create_server(registry, s.tool_names, threads=s.worker_threads)
     start_watcher(registry, s)
     run_stdio(server)
 
 
 def start_watcher(registry: Registry, s: Settings) -> Watcher | None:
-    """With ``--watch``, a running Watcher over the registry's datasets (for any transport)."""
+    """With ``--watch``, a running Watcher over the registry's datasets (for any transport).
+
+    It is not stopped: the transports end the process, which ends a re-ingest under way as a crash
+    would (crash-safe: the previous version stays) and releases the watch claims with it.
+    """
     if not s.watch:
         return None
     from mcpower.watch import Watcher
@@ -102,3 +184,30 @@ def start_watcher(registry: Registry, s: Settings) -> Watcher | None:
     watcher = Watcher(registry, quiet=s.watch_debounce)
     watcher.start()
     return watcher
+
+
+def _token_required(s: Settings) -> bool:
+    from mcpower.server.access import is_loopback
+
+    return s.token is not None or s.token_file is not None or not is_loopback(s.http_host)
+
+
+def _http_options(s: Settings) -> HttpOptions:
+    from mcpower.server.access import check_exposure, load_token, transport_security
+    from mcpower.server.http import HttpOptions
+
+    token = load_token(s.token.get_secret_value() if s.token else None, s.token_file)
+    check_exposure(s.http_host, token)
+    transport_security(s.http_host, s.allow_hosts, s.allow_origins)  # refuses a malformed origin
+    return HttpOptions(
+        host=s.http_host,
+        port=s.http_port,
+        token=token,
+        allow_hosts=s.allow_hosts,
+        allow_origins=s.allow_origins,
+        max_body_bytes=int(s.http_max_body_mb * 1024 * 1024),
+        call_timeout=s.http_call_timeout,
+        max_sessions=s.http_max_sessions,
+        session_idle=s.http_session_idle,
+        threads=s.worker_threads,
+    )

@@ -2,6 +2,9 @@
 
     app.py       create_server(): the tools, resources and error envelope, for every transport
     stdio.py     serving over stdin/stdout (started by MCP clients)
+    http.py      serving Streamable HTTP at /mcp (one process, many clients), with /healthz
+    access.py    who may use the HTTP server: bearer token, Host and Origin checks
+    limits.py    worker threads and the time limit per request
     logging.py   logs to stderr, as JSON lines or text
     clients.py   the configuration snippets MCP clients need to start this server
 

@@ -27,6 +27,7 @@ from mcpower.results import SearchFilters, normalize_rel
 from mcpower.store import ChunkHit, ChunkRow, DocumentRow, DocumentSummary
 from mcpower.store.local.fts import query_phrases
 from mcpower.store.local.keyword import COLUMN_WEIGHTS, KeywordHits, chunk_ids, combine, read_postings
+from mcpower.store.local.pool import ConnectionPool
 from mcpower.store.local.schema import (
     CHUNKS,
     DOCUMENTS,
@@ -52,7 +53,8 @@ FILTER_CACHE_SIZE = 16
 class LocalStore:
     """A loaded, verified dataset version: vector search, keyword search and lookups by chunk id.
 
-    Thread-safe: FAISS searches run in parallel; SQLite access is serialised by a lock.
+    Thread-safe: FAISS searches run in parallel, and so do SQLite reads, each on a connection of
+    its own (the pool's).
     """
 
     def __init__(
@@ -60,7 +62,7 @@ class LocalStore:
         manifest: DatasetInfo,
         folder: Path,
         index: Any,
-        db: sqlite3.Connection,
+        db: sqlite3.Connection | ConnectionPool,
         ids: NDArray[np.int64],
         postings: bool,
         hnsw: bool = False,
@@ -68,11 +70,12 @@ class LocalStore:
         self.manifest = manifest  # a Manifest, or the DatasetInfo of a store built in memory (store/original/)
         self.folder = folder
         self._index = index
-        self._db = db
+        # A lone connection serves its readers in turn; a pool opens one per concurrent reader.
+        self._db = db if isinstance(db, ConnectionPool) else ConnectionPool(None, db)
         self._ids = ids  # every chunk id, ascending: the rows of the keyword postings
         self._postings = postings  # False for a database written before postings existed: FTS5 scores all
         self._hnsw = hnsw  # an approximate index: a selective filter is scored exactly instead
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # guards the filter cache
         self._allowed_cache: dict[SearchFilters, NDArray[np.int64]] = {}
 
     @property
@@ -84,8 +87,7 @@ class LocalStore:
         return self.manifest.id
 
     def close(self) -> None:
-        with self._lock:
-            self._db.close()
+        self._db.close()
 
     # -- search
 
@@ -130,10 +132,10 @@ class LocalStore:
         single = [p.tokens[0] for p in phrases if self._postings and len(p.tokens) == 1]
         by_fts = [p.fts for p in phrases if not (self._postings and len(p.tokens) == 1)]
         allowed = self._allowed(where)
-        with self._lock:
-            postings = read_postings(self._db, single)
+        with self._db.connection() as db:
+            postings = read_postings(db, single)
             fts_scores = (
-                self._db.execute(
+                db.execute(
                     f"SELECT rowid, -bm25({FTS}, ?, ?, ?) FROM {FTS} WHERE {FTS} MATCH ?",
                     (*COLUMN_WEIGHTS, " OR ".join(by_fts)),
                 ).fetchall()
@@ -156,12 +158,12 @@ class LocalStore:
             return None
         with self._lock:
             cached = self._allowed_cache.get(where)
-            if cached is None:
-                sql, args = _filter_sql(where)
-                rows = self._db.execute(
-                    f"SELECT c.id FROM {CHUNKS} c JOIN {DOCUMENTS} d ON d.id = c.document_id {sql}", args
-                )
+        if cached is None:
+            sql, args = _filter_sql(where)
+            with self._db.connection() as db:
+                rows = db.execute(f"SELECT c.id FROM {CHUNKS} c JOIN {DOCUMENTS} d ON d.id = c.document_id {sql}", args)
                 cached = np.fromiter((i for (i,) in rows), dtype=np.int64)
+            with self._lock:
                 if len(self._allowed_cache) >= FILTER_CACHE_SIZE:
                     self._allowed_cache.pop(next(iter(self._allowed_cache)))  # the oldest
                 self._allowed_cache[where] = cached
@@ -174,22 +176,22 @@ class LocalStore:
         if not ids:
             return {}
         marks = ",".join("?" * len(ids))
-        with self._lock:
-            rows = self._db.execute(f"{HIT_SQL} WHERE c.id IN ({marks})", list(ids)).fetchall()
+        with self._db.connection() as db:
+            rows = db.execute(f"{HIT_SQL} WHERE c.id IN ({marks})", list(ids)).fetchall()
         return {hit.id: hit for hit in (ChunkHit(*r) for r in rows)}
 
     def neighbors(self, hit: ChunkHit, before: int, after: int) -> list[ChunkHit]:
         """The chunks of ``hit``'s document from ``before`` ahead of it to ``after`` behind it, in order."""
-        with self._lock:
-            rows = self._db.execute(
+        with self._db.connection() as db:
+            rows = db.execute(
                 f"{HIT_SQL} WHERE c.document_id = ? AND c.ordinal BETWEEN ? AND ? ORDER BY c.ordinal",
                 (hit.document_id, hit.ordinal - before, hit.ordinal + after),
             ).fetchall()
         return [ChunkHit(*r) for r in rows]
 
     def chunk_count(self, document_id: int) -> int:
-        with self._lock:
-            row = self._db.execute(f"SELECT count(*) FROM {CHUNKS} WHERE document_id = ?", (document_id,)).fetchone()
+        with self._db.connection() as db:
+            row = db.execute(f"SELECT count(*) FROM {CHUNKS} WHERE document_id = ?", (document_id,)).fetchone()
         return int(row[0])
 
     def document(self, path: str) -> DocumentRow | None:
@@ -199,24 +201,22 @@ class LocalStore:
         return self._document("id", document_id)
 
     def _document(self, column: str, value: object) -> DocumentRow | None:
-        with self._lock:
-            row = self._db.execute(f"{select_sql(DOCUMENTS, DocumentRow)} WHERE {column} = ?", (value,)).fetchone()
+        with self._db.connection() as db:
+            row = db.execute(f"{select_sql(DOCUMENTS, DocumentRow)} WHERE {column} = ?", (value,)).fetchone()
         return DocumentRow(*row) if row else None
 
     def documents(self) -> list[DocumentSummary]:
         """Every document, by path."""
-        with self._lock:
-            rows = self._db.execute(
-                f"SELECT path, title, file_type, size, mtime FROM {DOCUMENTS} ORDER BY path"
-            ).fetchall()
+        with self._db.connection() as db:
+            rows = db.execute(f"SELECT path, title, file_type, size, mtime FROM {DOCUMENTS} ORDER BY path").fetchall()
         return [DocumentSummary(*r) for r in rows]
 
     def iter_documents(self) -> Iterator[tuple[DocumentRow, list[ChunkRow]]]:
         """Every document with its chunks in order (for incremental re-ingest)."""
-        with self._lock:
-            docs = [DocumentRow(*r) for r in self._db.execute(select_sql(DOCUMENTS, DocumentRow))]
+        with self._db.connection() as db:
+            docs = [DocumentRow(*r) for r in db.execute(select_sql(DOCUMENTS, DocumentRow))]
             chunk_rows = [
-                ChunkRow(*r) for r in self._db.execute(f"{select_sql(CHUNKS, ChunkRow)} ORDER BY document_id, ordinal")
+                ChunkRow(*r) for r in db.execute(f"{select_sql(CHUNKS, ChunkRow)} ORDER BY document_id, ordinal")
             ]
         by_doc: dict[int, list[ChunkRow]] = {}
         for c in chunk_rows:
@@ -316,13 +316,14 @@ def open_store(folder: Path, manifest: Manifest, verify: bool = True, hashes: Fi
             if db is not None:
                 db.close()
             raise IndexMismatchError(f"{name}: {manifest.metadata} is not a readable SQLite database ({e})") from e
+        pool = _reader_pool(meta_fd, db)
     if not (index.ntotal == n_chunks == manifest.counts.chunks == len(ids)) or n_docs != manifest.counts.documents:
-        db.close()
+        pool.close()
         raise IndexMismatchError(
             f"{name}: counts disagree (index {index.ntotal} vectors, database {n_chunks} chunks / "
             f"{n_docs} documents, manifest {manifest.counts.chunks} / {manifest.counts.documents})"
         )
-    return LocalStore(manifest, folder, index, db, ids, postings, hnsw=manifest.vector_index.kind == "hnsw")
+    return LocalStore(manifest, folder, index, pool, ids, postings, hnsw=manifest.vector_index.kind == "hnsw")
 
 
 def _ascending_ids(index: Any, db: sqlite3.Connection) -> NDArray[np.int64]:
@@ -334,6 +335,15 @@ def _ascending_ids(index: Any, db: sqlite3.Connection) -> NDArray[np.int64]:
     if id_map is not None:
         return np.sort(faiss.vector_to_array(id_map).astype(np.int64, copy=False))
     return chunk_ids(db)
+
+
+def _reader_pool(opened: _Opened, first: sqlite3.Connection) -> ConnectionPool:
+    """Connections to the verified database for concurrent readers: opened through a descriptor of
+    its own (``/proc/self/fd``) where there is one, so they read the very file that was checked."""
+    if opened.name.startswith("/proc/self/fd/"):
+        fd = os.dup(opened.fd)
+        return ConnectionPool(f"file:/proc/self/fd/{fd}?mode=ro&immutable=1", first, keep_fd=fd)
+    return ConnectionPool(f"{opened.uri}?mode=ro&immutable=1", first)
 
 
 class _Opened:

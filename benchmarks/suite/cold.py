@@ -1,0 +1,91 @@
+"""Section cold: `mcpower search` in a fresh process against the floor, measured in one run.
+
+The floor is what any local search with this model pays before it does anything: a Python process
+that imports numpy, faiss, tokenizers and onnxruntime, reads the tokenizer and opens an ONNX
+Runtime session on the same model file. Runs alternate (floor, search on each dataset), so every
+side sees the same machine; the first round is discarded (it fills the page cache). The targets
+(issue 10) are ratios of medians: at most 1.3x the floor on the FastAPI docs, 2x at 100k chunks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+from typing import Any
+
+from suite.datasets import collection_dataset, collection_files, ensure_dataset
+from suite.report import load_avg, table
+from suite.search import SyntheticSource, build_synthetic
+from suite.server import mcpower_argv
+
+FLOOR = """
+import sys
+import faiss, numpy, onnxruntime, tokenizers
+tok = tokenizers.Tokenizer.from_file(sys.argv[1])
+opts = onnxruntime.SessionOptions()
+opts.log_severity_level = 3
+onnxruntime.InferenceSession(sys.argv[2], opts, providers=["CPUExecutionProvider"])
+"""
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    from mcpower.checksums import FileHashes
+    from mcpower.config import default_cache_dir
+    from mcpower.defaults import DEFAULT_MODEL
+    from mcpower.embedding import resolve_model
+    from mcpower.embedding.export import export_onnx
+
+    cache = default_cache_dir()
+    spec = resolve_model(DEFAULT_MODEL, FileHashes(cache))
+    onnx_file = export_onnx(spec, cache)
+    floor = [sys.executable, "-c", FLOOR, str(spec.path / "tokenizer.json"), str(onnx_file)]
+
+    fastapi_root = args.datasets_dir / "mcp"
+    ensure_dataset(args.corpora / "docs-fastapi" / "corpus", fastapi_root, "fastapi")
+    size = 10_000 if args.quick else 100_000
+    scifact, _, _ = collection_dataset(args.corpora, "scifact", args.datasets_dir, args.quick)
+    docs_dir, _, _ = collection_files(args.corpora, "scifact")
+    synthetic_root = args.datasets_dir / "synthetic"
+    synthetic = build_synthetic(SyntheticSource(args.datasets_dir / scifact["id"], docs_dir), synthetic_root, size)
+
+    search = [*mcpower_argv(), "search"]
+    commands = {
+        "floor": floor,
+        "fastapi": [*search, "fastapi", "how do I declare a path parameter", "--datasets-dir", str(fastapi_root)],
+        f"synthetic-{size}": [
+            *search,
+            synthetic["id"],
+            "vitamin D deficiency increases the risk of infection",
+            "--datasets-dir",
+            str(synthetic_root),
+        ],
+    }
+    rounds = 3 if args.quick else 9
+    times: dict[str, list[float]] = {name: [] for name in commands}
+    for i in range(rounds + 1):
+        for name, argv in commands.items():
+            t = time.perf_counter()
+            subprocess.run(argv, check=True, capture_output=True)
+            if i:  # the first round fills the page cache
+                times[name].append(time.perf_counter() - t)
+    medians = {name: statistics.median(ts) for name, ts in times.items()}
+    out: dict[str, Any] = {
+        "rounds": rounds,
+        "load_average": load_avg(),
+        "median_s": {name: round(m, 3) for name, m in medians.items()},
+        "runs_s": {name: [round(t, 3) for t in ts] for name, ts in times.items()},
+        "ratio_to_floor": {name: round(m / medians["floor"], 3) for name, m in medians.items() if name != "floor"},
+        "synthetic_size": size,
+    }
+    table(
+        "cold search vs floor (medians of alternating runs)",
+        ["process", "median s", "min s", "x floor"],
+        [
+            [name, f"{medians[name]:.3f}", f"{min(times[name]):.3f}", out["ratio_to_floor"].get(name, 1.0)]
+            for name in commands
+        ],
+    )
+    return out

@@ -1,0 +1,224 @@
+"""The Streamable HTTP transport: MCP (spec 2025-11-25) at ``/mcp`` for many clients, and ``GET /healthz``.
+
+The app is the SDK's own (``MCPServer.streamable_http_app``) over the same :func:`create_server` as
+stdio, so tools, resources and schemas are the same. uvicorn runs it here rather than through
+``MCPServer.run`` so that shutdown is ours: on SIGTERM or SIGINT the server stops accepting
+connections, lets the requests in flight finish (up to :data:`SHUTDOWN_GRACE_S`), and exits 0.
+Answers are plain JSON (``json_response``): it costs the server half of what an SSE stream per
+call does, and SSE responses are cut the moment a signal arrives instead of finishing.
+
+Who may connect is access.py's business; the worker threads and the time limit per request are
+limits.py's; the body limit, the session cap and idle expiry are the SDK's, set from :class:`HttpOptions`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import socket
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import Any, Literal
+
+import uvicorn
+from mcp.server.transport_security import RequestBodyLimitMiddleware, TransportSecurityMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.types import ASGIApp
+
+from mcpower import __version__
+from mcpower.defaults import DEFAULT_HTTP_HOST, DEFAULT_HTTP_PORT, DEFAULT_WORKER_THREADS
+from mcpower.errors import McpowerError
+from mcpower.registry import Registry
+from mcpower.server.access import (
+    WILDCARD_ADDRESSES,
+    StaticTokenVerifier,
+    auth_settings,
+    check_exposure,
+    transport_security,
+)
+from mcpower.server.app import KnowledgeServer, create_server
+from mcpower.server.limits import TimeLimit
+
+logger = logging.getLogger(__name__)
+
+MCP_PATH = "/mcp"
+# The issue's bound on a graceful stop; a request still running then is cancelled (the client gets a 500).
+SHUTDOWN_GRACE_S = 5
+# An idle keep-alive connection is closed after this long (uvicorn's default too).
+KEEP_ALIVE_S = 5
+
+
+@dataclass(frozen=True)
+class HttpOptions:
+    """Where to listen and the limits; from Settings (docs/configuration.md) in the CLI."""
+
+    host: str = DEFAULT_HTTP_HOST
+    port: int = DEFAULT_HTTP_PORT
+    token: str | None = None
+    allow_hosts: list[str] = field(default_factory=list)
+    allow_origins: list[str] = field(default_factory=list)
+    max_body_bytes: int = 4 * 1024 * 1024
+    call_timeout: float = 60.0
+    max_sessions: int = 100
+    session_idle: float = 1800.0
+    threads: int = DEFAULT_WORKER_THREADS
+
+    @property
+    def url(self) -> str:
+        return mcp_url(self.host, self.port)
+
+
+def mcp_url(host: str, port: int) -> str:
+    """The URL of the MCP endpoint on ``host``:``port`` (IPv6 addresses in brackets)."""
+    return f"http://{f'[{host}]' if ':' in host else host}:{port}{MCP_PATH}"
+
+
+def health(registry: Registry) -> dict[str, Any]:
+    """What GET /healthz answers: the version and each dataset's id and status, nothing else."""
+    datasets = [{"id": e.id, "status": e.status} for e in registry.entries()]
+    return {"status": "ok", "version": __version__, "datasets": datasets}
+
+
+def create_http_app(
+    registry: Registry, options: HttpOptions, tool_names: Literal["default", "seed"] = "default"
+) -> tuple[KnowledgeServer, ASGIApp]:
+    """The MCP server over ``registry`` and the ASGI app serving it as ``options`` say.
+
+    The app's lifespan runs the SDK's session manager: serve it with lifespan on (uvicorn does).
+
+    Raises:
+        McpowerError: a non-loopback ``host`` without a token, or a malformed allowed origin.
+    """
+    check_exposure(options.host, options.token)
+    security = transport_security(options.host, options.allow_hosts, options.allow_origins)
+    if options.host in WILDCARD_ADDRESSES and not options.allow_hosts:
+        logger.warning(
+            "http.hosts: listening on every address, but requests must name this server as 127.0.0.1, "
+            "localhost or [::1]; give the names other machines use with --allow-host",
+            extra={"event": "http.hosts"},
+        )
+    auth: dict[str, Any] = {}
+    if options.token is not None:
+        auth = {"token_verifier": StaticTokenVerifier(options.token), "auth": auth_settings()}
+    server = create_server(registry, tool_names, threads=options.threads, **auth)
+    server.middleware.append(TimeLimit(options.call_timeout))
+    checks = TransportSecurityMiddleware(security)
+
+    async def healthz(request: Request) -> Response:
+        # No token needed, but the same Host/Origin checks as /mcp: a rebinding page learns nothing.
+        refused = await checks.validate_request(request)
+        return refused or JSONResponse(health(registry))
+
+    server.custom_route("/healthz", methods=["GET"])(healthz)
+
+    app = server.streamable_http_app(
+        streamable_http_path=MCP_PATH,
+        json_response=True,
+        max_request_body_size=options.max_body_bytes,
+        session_idle_timeout=options.session_idle,
+        max_sessions=options.max_sessions,
+        transport_security=security,
+    )
+    # The SDK limits /mcp only; this covers every route, with the same bounded read and 413.
+    return server, RequestBodyLimitMiddleware(app, max_body_size=options.max_body_bytes)
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A socket listening on ``host``:``port`` (port 0: a free one).
+
+    Raises:
+        McpowerError: the address cannot be used (taken, not this machine's, not resolvable).
+    """
+    address = host.strip("[]")
+    # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on connections whose socket says TCP, and
+    # without it a response written in two parts waits for the client's delayed ACK (40 ms).
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((address, port))
+    except OSError as e:
+        sock.close()
+        raise McpowerError(
+            f"cannot listen on {host} port {port}: {e.strerror or e}; "
+            "choose another --port, or an address of this machine for --host"
+        ) from None
+    return sock
+
+
+class _Uvicorn(uvicorn.Server):
+    """uvicorn, logging readiness as a JSON event, and exiting 0 after a graceful stop.
+
+    (uvicorn re-raises a caught SIGTERM once it has shut down, so the process would end by the
+    signal after all.)
+    """
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        handled = (signal.SIGINT, signal.SIGTERM)
+        previous = {sig: signal.signal(sig, self.handle_exit) for sig in handled}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if not self.should_exit:
+            name = signal.Signals(sig).name
+            logger.info("server.shutdown", extra={"event": "server.shutdown", "signal": name})
+        super().handle_exit(sig, frame)
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started and sockets:
+            host, port = sockets[0].getsockname()[:2]
+            logger.info(
+                "server.listening",
+                extra={"event": "server.listening", "host": host, "port": port, "url": mcp_url(host, port)},
+            )
+
+
+def run_http(
+    registry: Registry,
+    options: HttpOptions,
+    tool_names: Literal["default", "seed"] = "default",
+    on_listening: Callable[[], object] | None = None,
+) -> None:
+    """Serve over Streamable HTTP until SIGTERM or SIGINT; then drain and exit 0. ``on_listening``
+    is called once the address is bound, before the first request is served.
+
+    Raises:
+        McpowerError: before serving, when the address or the access settings cannot be used.
+    """
+    server, app = create_http_app(registry, options, tool_names)
+    try:
+        sock = bind(options.host, options.port)
+    except McpowerError:
+        server.close()
+        raise
+    if on_listening is not None:
+        on_listening()
+    config = uvicorn.Config(
+        app,
+        lifespan="on",
+        timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
+        timeout_keep_alive=KEEP_ALIVE_S,
+        access_log=False,
+        log_config=None,  # our handlers (logging.py): JSON on stderr
+        server_header=False,
+    )
+    try:
+        _Uvicorn(config).run(sockets=[sock])
+    finally:
+        server.close()
+        sock.close()
+        logger.info("server.stopped", extra={"event": "server.stopped"})
+        sys.stderr.flush()
+    # A search a departed client left running would hold the exit until it ends: not worth waiting for.
+    os._exit(0)

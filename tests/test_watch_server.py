@@ -1,23 +1,31 @@
 """Watching behind the MCP server: clients get the previous version until the new one is published,
-then the new one without a restart; `serve --watch` starts the watcher (over stdio here).
+then the new one without a restart; `serve --watch` starts the watcher over stdio and over HTTP.
 """
 
 from __future__ import annotations
 
+import signal
+import socket
+import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import numpy as np
 import pytest
 from conftest import FakeEmbedder, write_files
+from http_fixtures import TOKEN, HttpServer, write_http_launcher
 from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 from server_fixtures import StdioServer, subprocess_env, write_launcher
 
 from mcpower.ingestion import IngestOptions, ingest
+from mcpower.layout import read_watch
 from mcpower.registry import Registry
 from mcpower.server.app import create_server
 from mcpower.watch import Watcher
@@ -141,3 +149,73 @@ def test_serve_stdio_watch_reindexes_and_serves_the_new_version(
         assert server.wait_exit(30) == 0
     finally:
         server.stop()
+
+
+# ---------------------------------------------------------------- over Streamable HTTP
+
+
+@asynccontextmanager
+async def http_session(url: str) -> AsyncIterator[Client]:
+    async with (
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=httpx2.Timeout(30, read=60)) as h,
+        Client(streamable_http_client(url, http_client=h), mode="legacy") as c,
+    ):
+        yield c
+
+
+def saw(server: HttpServer, event: str, timeout: float) -> bool:
+    try:
+        server.wait_event(event, timeout=timeout)
+    except AssertionError:
+        return False
+    return True
+
+
+def test_serve_http_watch_keeps_every_client_current(source: Path, datasets_dir: Path, tmp_path: Path) -> None:
+    """One `serve --http --watch` process: two clients connected before an edit both get the new
+    version after it, the dataset is listed as watched, and SIGTERM still exits 0."""
+    ingest(source, datasets_dir, IngestOptions(dataset_id="notes"), embedder=FakeEmbedder())
+    server = HttpServer(write_http_launcher(tmp_path), datasets_dir, "--watch", "--watch-debounce", "0.05")
+    try:
+        server.wait_event("watch.watching", timeout=DEADLINE)
+
+        async def main() -> None:
+            async with http_session(server.url) as first, http_session(server.url) as second:
+                for c in (first, second):
+                    assert await paths(c, "ocarina") == [] and await paths(c, "harpsichord") == ["todo.txt"]
+                before = await listed(first)
+                assert (before["watched"], before["watch_state"]) == (True, "watching")
+
+                def edit_until_seen() -> None:
+                    for n in range(int(DEADLINE / 2)):  # the watch may begin a moment after the claim
+                        (source / "todo.txt").write_text(f"Tune the ocarina {n}.\n")
+                        if saw(server, "watch.reindexed", 2.0):
+                            return
+                    raise AssertionError(f"no re-index; stderr:\n{server.stderr()}")
+
+                await anyio.to_thread.run_sync(edit_until_seen)
+                for c in (first, second):
+                    assert await paths(c, "ocarina") == ["todo.txt"] and await paths(c, "harpsichord") == []
+                assert (await listed(second))["updated_at"] > before["updated_at"]
+
+        anyio.run(main)
+        server.proc.send_signal(signal.SIGTERM)
+        assert server.wait_exit(30) == 0
+        assert read_watch(datasets_dir / "notes") is None  # the claim went with the process
+    finally:
+        server.stop()
+
+
+def test_serve_http_watch_that_cannot_listen_watches_nothing(source: Path, datasets_dir: Path, tmp_path: Path) -> None:
+    ingest(source, datasets_dir, IngestOptions(dataset_id="notes"), embedder=FakeEmbedder())
+    (source / "todo.txt").write_text("Tune the ocarina.\n")  # a change a watcher would catch up with
+    manifest = (datasets_dir / "notes" / "manifest.json").read_bytes()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        argv = [sys.executable, str(write_http_launcher(tmp_path)), "serve", "--http", "--watch"]
+        argv += ["--port", str(taken.getsockname()[1]), "--datasets-dir", str(datasets_dir)]
+        done = subprocess.run(argv, capture_output=True, text=True, env=subprocess_env(), timeout=120, check=False)
+    assert done.returncode == 1 and "cannot listen on 127.0.0.1 port" in done.stderr
+    assert '"watch.' not in done.stderr
+    assert (datasets_dir / "notes" / "manifest.json").read_bytes() == manifest

@@ -1,6 +1,7 @@
 """Watching: keep datasets current while the files of their source folders change (``--watch``).
 
     watcher.py    the Watcher: a file-watching thread and a worker that re-ingests (start it from any door)
+    notify.py     the notify thread's loop (watchfiles)
     debounce.py   one re-ingest for a burst of changes
     source.py     which changes matter, how a dataset is ingested again, whether its folder is its own
 

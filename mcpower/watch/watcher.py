@@ -38,6 +38,7 @@ from mcpower.results import WatchState
 from mcpower.store import Catalog
 from mcpower.store.local import LocalCatalog
 from mcpower.watch.debounce import DEFAULT_QUIET, MAX_DELAY, Debouncer
+from mcpower.watch.notify import notify
 from mcpower.watch.source import Embedders, bound, ingest_options, ingest_target, relevant, scrub, unchanged
 
 logger = logging.getLogger(__name__)
@@ -148,32 +149,7 @@ class Watcher:
             return self._roots
 
     def _notify(self) -> None:
-        import watchfiles
-
-        polling = self.force_polling
-        while not self._stop.is_set():
-            self._wake.clear()
-            roots = [r for r in self.roots() if os.path.isdir(r)]  # the worker reports the others
-            if not roots:
-                self._wake.wait()
-                continue
-            try:
-                for changes in watchfiles.watch(
-                    *roots, stop_event=self._wake, force_polling=polling, ignore_permission_denied=True
-                ):
-                    self._queue.put(changes)
-            except FileNotFoundError:  # a root vanished before the watch began: the worker notices
-                self._queue.put(set())
-                self._wake.wait(1.0)
-            except Exception as e:  # e.g. the inotify watch limit: polling always works
-                if polling:
-                    logger.error("watching failed: %s", e, extra={"event": "watch.error"})
-                    self._wake.wait(self.recheck_every)
-                else:
-                    logger.warning(
-                        "native file watching failed (%s); polling instead", e, extra={"event": "watch.polling"}
-                    )
-                    polling = True
+        notify(self.roots, self._queue.put, self._stop, self._wake, self.force_polling, self.recheck_every)
 
     def _work(self) -> None:
         next_check = self.clock()

@@ -10,6 +10,7 @@ side sees the same machine; the first round is discarded (it fills the page cach
 from __future__ import annotations
 
 import argparse
+import resource
 import statistics
 import subprocess
 import sys
@@ -65,26 +66,43 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     }
     rounds = 3 if args.quick else 9
     times: dict[str, list[float]] = {name: [] for name in commands}
+    cpu: dict[str, list[float]] = {name: [] for name in commands}  # user + system: less swayed by other load
     for i in range(rounds + 1):
         for name, argv in commands.items():
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
             t = time.perf_counter()
             subprocess.run(argv, check=True, capture_output=True)
+            wall = time.perf_counter() - t
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
             if i:  # the first round fills the page cache
-                times[name].append(time.perf_counter() - t)
+                times[name].append(wall)
+                cpu[name].append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
     medians = {name: statistics.median(ts) for name, ts in times.items()}
+    cpu_medians = {name: statistics.median(ts) for name, ts in cpu.items()}
     out: dict[str, Any] = {
         "rounds": rounds,
         "load_average": load_avg(),
         "median_s": {name: round(m, 3) for name, m in medians.items()},
         "runs_s": {name: [round(t, 3) for t in ts] for name, ts in times.items()},
         "ratio_to_floor": {name: round(m / medians["floor"], 3) for name, m in medians.items() if name != "floor"},
+        "cpu_median_s": {name: round(m, 3) for name, m in cpu_medians.items()},
+        "cpu_ratio_to_floor": {
+            name: round(m / cpu_medians["floor"], 3) for name, m in cpu_medians.items() if name != "floor"
+        },
         "synthetic_size": size,
     }
     table(
         "cold search vs floor (medians of alternating runs)",
-        ["process", "median s", "min s", "x floor"],
+        ["process", "median s", "min s", "x floor", "CPU s", "CPU x floor"],
         [
-            [name, f"{medians[name]:.3f}", f"{min(times[name]):.3f}", out["ratio_to_floor"].get(name, 1.0)]
+            [
+                name,
+                f"{medians[name]:.3f}",
+                f"{min(times[name]):.3f}",
+                out["ratio_to_floor"].get(name, 1.0),
+                f"{cpu_medians[name]:.3f}",
+                out["cpu_ratio_to_floor"].get(name, 1.0),
+            ]
             for name in commands
         ],
     )

@@ -125,14 +125,17 @@ async def test_clients_get_the_previous_version_until_the_new_one_is_published(
 def test_serve_stdio_watch_reindexes_and_serves_the_new_version(
     source: Path, datasets_dir: Path, tmp_path: Path
 ) -> None:
-    """The real thing: `mcpower serve --stdio --watch` (fake model) sees an edit through the file
-    system and answers with it, without a restart. Waits on the server's log, with a deadline."""
+    """The real thing: `mcpower serve --stdio` with MCPOWER_WATCH=1 (fake model) sees an edit through
+    the file system and answers with it, without a restart. Waits on the server's log, with a deadline."""
     ingest(source, datasets_dir, IngestOptions(dataset_id="notes"), embedder=FakeEmbedder())
     launcher = write_launcher(tmp_path)
-    argv = ["serve", "--stdio", "--watch", "--watch-debounce", "0.05", "--datasets-dir", str(datasets_dir)]
-    server = StdioServer([sys.executable, str(launcher), *argv], env=subprocess_env())
+    argv = ["serve", "--stdio", "--datasets-dir", str(datasets_dir)]
+    env = {**subprocess_env(), "MCPOWER_WATCH": "1", "MCPOWER_WATCH_DEBOUNCE": "0.05"}  # as a client's "env"
+    server = StdioServer([sys.executable, str(launcher), *argv], env=env)
     try:
         server.initialize()
+        startup = server.wait_log("server.startup")
+        assert startup is not None and startup["watch"] is True
         server.wait_log("watch.watching")
         search = {"query": "ocarina", "dataset": "notes", "mode": "keyword"}
         assert server.call_tool("knowledge_search", search)["structuredContent"]["results"] == []
@@ -219,3 +222,17 @@ def test_serve_http_watch_that_cannot_listen_watches_nothing(source: Path, datas
     assert done.returncode == 1 and "cannot listen on 127.0.0.1 port" in done.stderr
     assert '"watch.' not in done.stderr
     assert (datasets_dir / "notes" / "manifest.json").read_bytes() == manifest
+
+
+def test_watch_settings_come_from_flags_or_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mcpower.config import Settings
+    from mcpower.errors import McpowerError
+
+    assert (Settings.load().watch, Settings.load().watch_debounce) == (False, 1.0)
+    monkeypatch.setenv("MCPOWER_WATCH", "true")
+    monkeypatch.setenv("MCPOWER_WATCH_DEBOUNCE", "0.3")
+    assert (Settings.load().watch, Settings.load().watch_debounce) == (True, 0.3)
+    assert Settings.load(watch_debounce=2.0).watch_debounce == 2.0  # the flag wins
+    monkeypatch.setenv("MCPOWER_WATCH_DEBOUNCE", "0")
+    with pytest.raises(McpowerError, match="MCPOWER_WATCH_DEBOUNCE"):
+        Settings.load()

@@ -164,7 +164,7 @@ def ingest(
             report.full_rebuild = reuse is None
             docs, chunks, vectors = _build(src, files, opts, emb, chunk_tokens, overlap, reuse, report, progress)
             if not src.is_dir():  # deleted or renamed meanwhile: the files not read yet are not gone from it
-                raise IngestError(f"{src.name}: the folder vanished while it was read; the previous version is kept")
+                raise IngestError(f"{src.name}: the folder vanished while it was read; nothing was published")
             prev = previous.info if previous is not None else None
             now = now_utc()
             name = opts.name or src.name

@@ -20,15 +20,16 @@ def _install(session: nox.Session, *extras: str) -> None:
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """Run the default test suite (fake embedder; no real model except where marked)."""
-    _install(session, "test")
+    """Run the default test suite (fake embedder; no real model except where marked), Milvus
+    (milvus-lite) included."""
+    _install(session, "test", "milvus")
     session.run("pytest", *session.posargs)
 
 
 @nox.session
 def slow(session: nox.Session) -> None:
     """Run the slow tests: the real packaged model, real corpora, the Node MCP client."""
-    _install(session, "test")
+    _install(session, "test", "milvus")
     session.run("pytest", "-m", "slow or node", *session.posargs)
 
 
@@ -43,7 +44,7 @@ def lint(session: nox.Session) -> None:
 @nox.session
 def typecheck(session: nox.Session) -> None:
     """Type-check the package (mypy --strict) and the benchmarks against it."""
-    _install(session, "lint")
+    _install(session, "lint", "milvus")
     session.run("mypy")
     session.run("mypy", "benchmarks")
 
@@ -51,5 +52,5 @@ def typecheck(session: nox.Session) -> None:
 @nox.session
 def bench(session: nox.Session) -> None:
     """Run the benchmarks (quality, ingest, search latency, server start); prints a table, writes JSON."""
-    _install(session, "test")
+    _install(session, "test", "milvus")
     session.run("python", "benchmarks/run.py", *session.posargs)

@@ -52,6 +52,10 @@ class Settings(BaseModel):
     watch_debounce: float = Field(
         DEFAULT_WATCH_DEBOUNCE, ge=0.05, le=60, description="seconds of quiet after a change before re-ingesting"
     )
+    milvus_uri: str = Field(
+        "", description="a Milvus database for datasets: a milvus-lite file (x.db) or http(s)://host:19530"
+    )
+    milvus_token: str = Field("", description="credentials for a Milvus server: user:password or an API key")
     allowed_models: str = Field(
         "", description="comma-separated models (names or absolute folders) datasets may name, besides the packaged one"
     )

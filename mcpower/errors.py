@@ -4,7 +4,9 @@
     ├── DatasetNotFoundError        DATASET_NOT_FOUND   no dataset with that id (lists the ids there are)
     ├── DatasetUnavailableError     DATASET_UNAVAILABLE the dataset exists but cannot be loaded
     │   ├── InvalidManifestError    INVALID_MANIFEST    manifest.json is unreadable or breaks a rule
-    │   └── IndexMismatchError      INDEX_MISMATCH      files disagree with the manifest (counts, checksums, dims)
+    │   ├── IndexMismatchError      INDEX_MISMATCH      files disagree with the manifest (counts, checksums, dims)
+    │   └── EngineUnavailableError  ENGINE_UNAVAILABLE  a search engine (Milvus) is unreachable or not installed
+    │       └── EngineAuthError     ENGINE_AUTH         the engine refused the credentials
     ├── ResultNotFoundError         RESULT_NOT_FOUND    a result_id that no dataset holds
     ├── InvalidQueryError           INVALID_QUERY       empty / too long query, bad filter, bad mode
     ├── InvalidTopKError            INVALID_TOP_K       top_k outside 1..100
@@ -55,6 +57,14 @@ class InvalidManifestError(DatasetUnavailableError):
 
 class IndexMismatchError(DatasetUnavailableError):
     code = "INDEX_MISMATCH"
+
+
+class EngineUnavailableError(DatasetUnavailableError):
+    code = "ENGINE_UNAVAILABLE"
+
+
+class EngineAuthError(EngineUnavailableError):
+    code = "ENGINE_AUTH"
 
 
 class ResultNotFoundError(McpowerError):

@@ -92,3 +92,20 @@ def test_a_bad_setting_in_the_environment_is_one_error_line(
 
     assert result.exit_code == 1
     assert result.stderr.startswith(f"Error: {says}") and "Traceback" not in result.output
+
+
+def test_a_dataset_error_is_said_once_where_it_belongs(corpus: Path, datasets_dir: Path) -> None:
+    for ds in ("good", "gone"):
+        ingest(corpus, datasets_dir, IngestOptions(dataset_id=ds), embedder=FakeEmbedder())
+    manifest = json.loads((datasets_dir / "gone" / "manifest.json").read_text())
+    (datasets_dir / "gone" / manifest["index"]).unlink()
+
+    checked = invoke("validate", "--datasets-dir", datasets_dir)
+    assert checked.exit_code == 1
+    said = checked.output.count("is missing")
+    assert said == 1, checked.output  # the report's row, no log line repeating it
+    assert "Traceback" not in checked.output
+
+    searched = invoke("search", "good", "zephyrine", "--datasets-dir", datasets_dir)
+    assert searched.exit_code == 0
+    assert "gone" not in searched.output  # another dataset's error is not this command's business

@@ -5,6 +5,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -254,3 +255,20 @@ def test_cached_export_loads_without_torch(spec: ModelSpec, cache: Path, quantiz
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert json.loads(out.stdout) == {"dim": 384, "torch": False}
+
+
+def test_the_first_export_says_what_is_happening(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The export takes 10-30 s the first time: it is announced once, not run in silence."""
+    from mcpower.embedding import export, resolve_model
+
+    monkeypatch.setattr(export, "_export_fp32", lambda spec, out: out.write_bytes(b"onnx"))
+    spec = resolve_model(hashes=FileHashes(tmp_path / "cache"))
+    with caplog.at_level(logging.WARNING, logger="mcpower"):
+        first = export.export_onnx(spec, tmp_path / "cache")
+        again = export.export_onnx(spec, tmp_path / "cache")
+    said = [r for r in caplog.records if "exporting the embedding model" in r.getMessage()]
+    assert first == again and len(said) == 1
+    assert said[0].levelno == logging.WARNING  # shown by the CLI, whose log level is WARNING
+    assert "once" in said[0].getMessage() and "later runs reuse it" in said[0].getMessage()

@@ -1,5 +1,6 @@
 """The store interface is enough: ingest, search, lookups and the MCP server over a store written
-from it alone (tests/memory_store.py), and the local store answering the interface's promises."""
+from it alone (tests/memory_store.py) and over Milvus (milvus-lite, run for real), and the local
+store answering the interface's promises. The shared tests run once per store (`catalog` fixture)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 from conftest import FakeEmbedder
 from mcp import Client
 from memory_store import MemoryCatalog
+from milvus_fixtures import needs_milvus
 
 from mcpower.errors import DatasetLockedError
 from mcpower.ingestion import IngestOptions, ingest
@@ -16,19 +18,21 @@ from mcpower.registry import Registry
 from mcpower.results import SearchFilters
 from mcpower.search import get_metadata, get_source, search
 from mcpower.server.app import create_server
+from mcpower.store import Catalog
 from mcpower.store.local import LocalCatalog
 
 
-@pytest.fixture
-def memory(corpus: Path) -> tuple[MemoryCatalog, Registry]:
-    catalog = MemoryCatalog()
+@pytest.fixture(params=["memory", pytest.param("milvus", marks=needs_milvus)])
+def memory(request: pytest.FixtureRequest, corpus: Path) -> tuple[Catalog, Registry]:
+    """The corpus ingested as 'docs' into a store of each kind, and a registry over it."""
+    catalog: Catalog = MemoryCatalog() if request.param == "memory" else request.getfixturevalue("milvus_catalog")
     ingest(corpus, catalog, IngestOptions(dataset_id="docs"), embedder=FakeEmbedder())
     return catalog, Registry(catalogs=[catalog], embedder_factory=lambda model: FakeEmbedder())
 
 
 @pytest.mark.parametrize("mode", ["hybrid", "semantic", "keyword"])
 def test_search_and_lookups_over_a_store_written_from_the_interface(
-    memory: tuple[MemoryCatalog, Registry], mode: str
+    memory: tuple[Catalog, Registry], mode: str
 ) -> None:
     _, registry = memory
 
@@ -40,9 +44,7 @@ def test_search_and_lookups_over_a_store_written_from_the_interface(
     assert get_metadata(registry, top.result_id).chunk_count >= 1
 
 
-def test_filters_and_incremental_ingest_over_the_memory_store(
-    memory: tuple[MemoryCatalog, Registry], corpus: Path
-) -> None:
+def test_filters_and_incremental_ingest_over_the_memory_store(memory: tuple[Catalog, Registry], corpus: Path) -> None:
     catalog, registry = memory
     fake = FakeEmbedder()
 
@@ -56,16 +58,14 @@ def test_filters_and_incremental_ingest_over_the_memory_store(
     assert any(r.path == "notes.txt" for r in search(registry, "zephyrine harpsichord", dataset="docs").results)
 
 
-def test_one_writer_per_dataset_in_any_catalog(memory: tuple[MemoryCatalog, Registry], corpus: Path) -> None:
+def test_one_writer_per_dataset_in_any_catalog(memory: tuple[Catalog, Registry], corpus: Path) -> None:
     catalog, _ = memory
 
     with catalog.lock("docs"), pytest.raises(DatasetLockedError):
         ingest(corpus, catalog, IngestOptions(dataset_id="docs"), embedder=FakeEmbedder())
 
 
-def test_ids_are_unique_across_catalogs(
-    memory: tuple[MemoryCatalog, Registry], corpus: Path, datasets_dir: Path
-) -> None:
+def test_ids_are_unique_across_catalogs(memory: tuple[Catalog, Registry], corpus: Path, datasets_dir: Path) -> None:
     catalog, _ = memory
     ingest(corpus, datasets_dir, IngestOptions(dataset_id="docs"), embedder=FakeEmbedder())
 
@@ -73,12 +73,12 @@ def test_ids_are_unique_across_catalogs(
 
     by_id = {e.id: e for e in registry.entries()}
     assert by_id["docs"].status == "ready" and by_id["docs"].location == "docs"  # the first catalog keeps it
-    assert by_id["docs@memory:docs"].status == "error"
-    assert "already used by docs" in str(by_id["docs@memory:docs"].error)
+    [clash] = [e for i, e in by_id.items() if i.startswith("docs@")]  # docs@memory:docs, docs@milvus:docs
+    assert clash.status == "error" and "already used by docs" in str(clash.error)
 
 
 @pytest.mark.anyio
-async def test_the_mcp_server_serves_a_store_written_from_the_interface(memory: tuple[MemoryCatalog, Registry]) -> None:
+async def test_the_mcp_server_serves_a_store_written_from_the_interface(memory: tuple[Catalog, Registry]) -> None:
     _, registry = memory
 
     async with Client(create_server(registry)) as client:

@@ -14,11 +14,21 @@ from mcpower.config import Settings
 
 if TYPE_CHECKING:
     from mcpower.registry import Registry
+    from mcpower.store import Catalog
 
 DatasetsDir = Annotated[
     Path | None,
     typer.Option(
         "--datasets-dir", help="Datasets root [env MCPOWER_DATASETS_DIR; default ./datasets].", show_default=False
+    ),
+]
+MilvusUri = Annotated[
+    str | None,
+    typer.Option(
+        "--milvus-uri",
+        help="Also use the datasets in this Milvus database: a milvus-lite file (x.db) or http(s)://host:19530 "
+        "[env MCPOWER_MILVUS_URI; token in MCPOWER_MILVUS_TOKEN]. Needs `pip install 'mcpower[milvus]'`.",
+        show_default=False,
     ),
 ]
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON document for programs.")]
@@ -43,7 +53,15 @@ def open_registry(s: Settings) -> Registry:
     """The registry of the datasets the settings point at."""
     from mcpower.registry import Registry
 
-    return Registry(s.datasets_dir, cache_dir=s.cache_dir, allowed_models=s.query_models())
+    catalogs = [milvus_catalog(s)] if s.milvus_uri else []
+    return Registry(s.datasets_dir, catalogs=catalogs, cache_dir=s.cache_dir, allowed_models=s.query_models())
+
+
+def milvus_catalog(s: Settings) -> Catalog:
+    """The catalog of the Milvus database the settings name (pymilvus is imported when it connects)."""
+    from mcpower.store.milvus import MilvusCatalog
+
+    return MilvusCatalog(s.milvus_uri, s.milvus_token or None)
 
 
 def no_datasets(root: Path) -> str:

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from mcpower.cli.common import DatasetsDir, JsonFlag, no_datasets, open_registry, print_json, settings
+from mcpower.cli.common import DatasetsDir, JsonFlag, MilvusUri, no_datasets, open_registry, print_json, settings
 from mcpower.errors import McpowerError
 
 
@@ -19,6 +19,7 @@ def _message(dataset_id: str, message: str) -> str:
 def validate(
     ids: Annotated[list[str] | None, typer.Argument(help="Dataset ids to check; default: all.")] = None,
     datasets_dir: DatasetsDir = None,
+    milvus_uri: MilvusUri = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Check manifests and their files (schema, paths, checksums, counts, dimensions); exit 1 if any fails.
@@ -27,7 +28,7 @@ def validate(
     dimension and unit-length vectors are checked instead.
     """
 
-    s = settings(datasets_dir=datasets_dir)
+    s = settings(datasets_dir=datasets_dir, milvus_uri=milvus_uri)
     registry = open_registry(s)
     entries = registry.entries()
     rows: list[dict[str, Any]] = []
@@ -67,11 +68,11 @@ def validate(
     raise typer.Exit(0 if ok else 1)
 
 
-def datasets(datasets_dir: DatasetsDir = None, as_json: JsonFlag = False) -> None:
+def datasets(datasets_dir: DatasetsDir = None, milvus_uri: MilvusUri = None, as_json: JsonFlag = False) -> None:
     """List the datasets under the datasets root: counts, when each was last updated (UTC), whether
     an mcpower process watches its source folder (`--watch`), and that folder (--json)."""
 
-    s = settings(datasets_dir=datasets_dir)
+    s = settings(datasets_dir=datasets_dir, milvus_uri=milvus_uri)
     entries = open_registry(s).entries()
     rows: list[dict[str, Any]] = []
     for e in entries:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from mcpower.cli.common import DatasetsDir, JsonFlag, WatchDebounce, settings, setup_logging
+from mcpower.cli.common import DatasetsDir, JsonFlag, WatchDebounce, milvus_catalog, settings, setup_logging
 from mcpower.defaults import BACKENDS, DEFAULT_CHUNK_TOKENS, DEFAULT_MAX_FILE_MB, DEFAULT_OVERLAP
 
 if TYPE_CHECKING:
@@ -25,6 +25,15 @@ def ingest(
     name: Annotated[str | None, typer.Option(help="Human-readable name; default: the folder name.")] = None,
     description: Annotated[str | None, typer.Option(help="What the dataset holds (shown to MCP clients).")] = None,
     datasets_dir: DatasetsDir = None,
+    milvus_uri: Annotated[
+        str | None,
+        typer.Option(
+            "--milvus-uri",
+            help="Write the dataset into this Milvus database instead of the datasets folder: a milvus-lite file "
+            "(x.db) or http(s)://host:19530 [env MCPOWER_MILVUS_URI; token in MCPOWER_MILVUS_TOKEN].",
+            show_default=False,
+        ),
+    ] = None,
     model: Annotated[
         str | None,
         typer.Option(help="Embedding model: all-MiniLM-L6-v2 (packaged), a local folder or cached hub name."),
@@ -66,7 +75,12 @@ def ingest(
     # SIGTERM unwinds like Ctrl-C, so the staging folder is removed on the way out.
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     s = settings(
-        datasets_dir=datasets_dir, model=model, backend=backend, max_file_mb=max_file_mb, watch_debounce=watch_debounce
+        datasets_dir=datasets_dir,
+        milvus_uri=milvus_uri,
+        model=model,
+        backend=backend,
+        max_file_mb=max_file_mb,
+        watch_debounce=watch_debounce,
     )
     options = IngestOptions(
         dataset_id=dataset_id,
@@ -88,7 +102,8 @@ def ingest(
     # Watching re-ingests with the same model: load it once for both.
     emb = embedding.load_embedder(s.model, s.backend, s.cache_dir) if watch else None
     with _Progress(enabled=not quiet and not as_json) as progress:
-        report = run_ingest(path, s.datasets_dir, options, embedder=emb, progress=progress)
+        target = milvus_catalog(s) if s.milvus_uri else s.datasets_dir
+        report = run_ingest(path, target, options, embedder=emb, progress=progress)
     _show(report, as_json, compact=watch)
     if watch:
         from mcpower.cli.watching import watch_dataset

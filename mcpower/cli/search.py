@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from mcpower.cli.common import DatasetsDir, JsonFlag, open_registry, print_json, settings
+from mcpower.cli.common import DatasetsDir, JsonFlag, MilvusUri, open_registry, print_json, settings
 
 
 def search(
@@ -30,6 +30,7 @@ def search(
         int | None, typer.Option(min=1, help="Approximate token budget for the JSON answer (see docs/search.md).")
     ] = None,
     datasets_dir: DatasetsDir = None,
+    milvus_uri: MilvusUri = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Search a dataset (or --all of them): hybrid keyword + semantic ranking, filters applied before the top k.
@@ -47,7 +48,7 @@ def search(
     target: str | None = None if every else dataset
     text = dataset if every else query
     assert text is not None
-    s = settings(datasets_dir=datasets_dir)
+    s = settings(datasets_dir=datasets_dir, milvus_uri=milvus_uri)
     registry = open_registry(s)
     filters = SearchFilters(path=path, folder=folder, file_type=file_type)
     response = run_search(
@@ -109,13 +110,14 @@ def eval_(
     mode: Annotated[str, typer.Option(help="hybrid, semantic, keyword, or all (compare the three).")] = "hybrid",
     depth: Annotated[int, typer.Option("-k", "--depth", min=10, max=1000, help="Chunks retrieved per query.")] = 300,
     datasets_dir: DatasetsDir = None,
+    milvus_uri: MilvusUri = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Measure retrieval quality on judged queries: nDCG@10, Recall@10, Recall@100, MRR@10."""
     from mcpower.evaluation import METRICS, SearchFn, evaluate, load_qrels, load_queries, missing_documents
     from mcpower.search import rank_paths
 
-    s = settings(datasets_dir=datasets_dir)
+    s = settings(datasets_dir=datasets_dir, milvus_uri=milvus_uri)
     registry = open_registry(s)
     store = registry.store(dataset)  # fail early on an unknown or broken dataset
     q, judged = load_queries(queries), load_qrels(qrels)

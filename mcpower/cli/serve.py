@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from mcpower import __version__
-from mcpower.cli.common import DatasetsDir, WatchDebounce, no_datasets, open_registry, settings
+from mcpower.cli.common import DatasetsDir, MilvusUri, WatchDebounce, no_datasets, open_registry, settings
 from mcpower.config import Settings
 
 if TYPE_CHECKING:
@@ -71,6 +71,7 @@ def serve(
         ),
     ] = None,
     datasets_dir: DatasetsDir = None,
+    milvus_uri: MilvusUri = None,
     watch: Annotated[
         bool | None,
         typer.Option(
@@ -114,6 +115,7 @@ def serve(
         )
     s = settings(
         datasets_dir=datasets_dir,
+        milvus_uri=milvus_uri,
         log_level=log_level,
         log_format=log_format,
         tool_names=tool_names,
@@ -141,6 +143,7 @@ def serve(
 
     configure_logging(s.log_level, s.log_format)
     from mcpower.server.app import create_server
+    from mcpower.store.milvus.client import display_uri
 
     registry = open_registry(s)
     entries = registry.entries()
@@ -151,6 +154,7 @@ def serve(
             "version": __version__,
             "transport": "http" if http else "stdio",
             "datasets_dir": str(s.datasets_dir.expanduser().resolve()),
+            **({"milvus": display_uri(s.milvus_uri)} if s.milvus_uri else {}),
             "datasets": [e.id for e in entries if e.status == "ready"],
             "datasets_with_errors": [e.id for e in entries if e.status == "error"],
             "watch": s.watch,

@@ -1,0 +1,369 @@
+"""The Milvus catalog: datasets in a Milvus database (a milvus-lite file or a server), published
+atomically by a pointer record.
+
+Publishing builds the version's collections beside the current ones, checks their counts, then
+upserts the dataset's pointer record in one step; readers resolve the pointer, so they see the old
+version or the new one, never a half-built one. An ingest killed at any point leaves its
+collections unreferenced: the next ingest of that dataset drops them. The previous version is
+kept until then too, so servers still reading it finish their searches (aliases would do the
+switch as well, but milvus-lite 2.5 has none).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from mcpower.errors import (
+    DatasetUnavailableError,
+    EngineUnavailableError,
+    IndexMismatchError,
+    IngestError,
+    InvalidManifestError,
+    McpowerError,
+)
+from mcpower.manifest import DatasetInfo
+from mcpower.store import DatasetBuild, DatasetEntry
+from mcpower.store.milvus.client import CALL_TIMEOUT, connect, disconnect, display_uri, guarded, import_pymilvus
+from mcpower.store.milvus.lease import Lease
+from mcpower.store.milvus.schema import (
+    CATALOG,
+    INSERT_BATCH,
+    PAD_DIM,
+    REQUEST_CHARS,
+    SCHEMA_VERSION,
+    Pointer,
+    catalog_schema,
+    chunk_rows,
+    chunks_schema,
+    collection_names,
+    doc_rows,
+    docs_schema,
+    too_long,
+    version_of,
+)
+from mcpower.store.milvus.store import MilvusStore
+
+logger = logging.getLogger(__name__)
+
+
+class MilvusCatalog:
+    """The datasets of the Milvus database at ``uri`` (``x.db``: milvus-lite; ``http(s)://``: a server).
+
+    ``refresh_seconds``: how long a dataset's pointer is trusted before a search re-reads it (a
+    republish from another machine is seen within that time). ``lease_seconds`` / ``settle_seconds``:
+    the write lease (lease.py).
+    """
+
+    def __init__(
+        self,
+        uri: str,
+        token: str | None = None,
+        *,
+        refresh_seconds: float = 1.0,
+        lease_seconds: float = 60.0,
+        settle_seconds: float = 0.3,
+    ) -> None:
+        self.uri = uri
+        self.where = display_uri(uri)
+        self._token = token
+        self._refresh, self._lease_ttl, self._settle = refresh_seconds, lease_seconds, settle_seconds
+        self._client: Any = None
+        self._lock = threading.Lock()
+        self._checked: dict[str, float] = {}  # dataset id -> when its pointer was last read
+        self._known: list[str] = []  # dataset ids of the last scan that reached the engine
+        # Bumped when the engine answers again after failing: entries marked with an older epoch
+        # are re-read, so a dataset that failed to load while the engine was down recovers.
+        self._epoch, self._down = 0, False
+        self._lease: Lease | None = None  # held by the ingest running in this process
+
+    # ------------------------------------------------------------ the engine
+
+    def client(self) -> Any:
+        with self._lock:
+            if self._client is None:
+                self._client = connect(self.uri, self._token)
+            return self._client
+
+    def close(self) -> None:
+        """Disconnect (a milvus-lite file's engine stops, so another process may open it); a later
+        call connects again."""
+        with self._lock:
+            client, self._client = self._client, None
+        if client is not None:
+            disconnect(client, self.uri)
+
+    def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        client = self.client()
+        return guarded(self.where, getattr(client, method), *args, timeout=CALL_TIMEOUT, **kwargs)
+
+    @contextlib.contextmanager
+    def _engine(self) -> Iterator[None]:
+        """Notes whether the engine answered: a failure marks it down, the next success bumps the epoch."""
+        try:
+            yield
+        except EngineUnavailableError:
+            self._down = True
+            raise
+        if self._down:
+            self._down = False
+            self._epoch += 1
+
+    def _has_catalog(self) -> bool:
+        return bool(self._call("has_collection", CATALOG))
+
+    def _ensure_catalog(self) -> None:
+        if not self._has_catalog():
+            schema, index = catalog_schema(import_pymilvus())
+            self._call("create_collection", CATALOG, schema=schema, index_params=index)
+
+    def _get(self, key: str) -> dict[str, Any] | None:
+        if not self._has_catalog():
+            return None
+        rows = self._call("get", CATALOG, ids=[key], output_fields=["value"])
+        value = rows[0].get("value") if rows else None
+        return value if isinstance(value, dict) else None
+
+    def _put(self, key: str, kind: str, value: dict[str, Any]) -> None:
+        row = {"key": key, "kind": kind, "value": value, "updated_ms": int(time.time() * 1000), "pad": [0.0] * PAD_DIM}
+        self._call("upsert", CATALOG, data=[row])
+
+    def _delete(self, key: str) -> None:
+        self._call("delete", CATALOG, ids=[key])
+
+    # ------------------------------------------------------------ finding
+
+    def scan(self) -> list[DatasetEntry]:
+        """Every dataset with a pointer record. An unreachable engine is an error entry for each
+        dataset it held at the last look (or one for the engine), never an exception."""
+        try:
+            with self._engine():
+                rows = (
+                    self._call(
+                        "query", CATALOG, filter='kind == "dataset"', output_fields=["key", "value"], limit=16384
+                    )
+                    if self._has_catalog()
+                    else []
+                )
+        except McpowerError as e:
+            ids = self._known or [f"milvus@{self.where}"]
+            return [DatasetEntry(i, None, e, location=self._location(i)) for i in ids]
+        entries = [self._entry(str(r["key"]).removeprefix("dataset:"), r.get("value")) for r in rows]
+        self._known = sorted(e.id for e in entries)
+        now = time.monotonic()
+        self._checked.update({e.id: now for e in entries})
+        return entries
+
+    def _entry(self, dataset_id: str, value: object) -> DatasetEntry:
+        where = self._location(dataset_id)
+        try:
+            pointer = self._pointer(dataset_id, value)
+            info = DatasetInfo.model_validate(pointer.info)
+        except McpowerError as e:
+            return DatasetEntry(dataset_id, None, e, where)
+        except ValidationError as e:
+            err = e.errors()[0]
+            loc = ".".join(str(x) for x in err["loc"])
+            return DatasetEntry(dataset_id, None, InvalidManifestError(f"{where}: {loc}: {err['msg']}"), where)
+        if info.id != dataset_id:
+            return DatasetEntry(dataset_id, None, InvalidManifestError(f"{where}: its record names {info.id!r}"), where)
+        return DatasetEntry(dataset_id, info, None, where, (pointer.chunks, self._epoch), pointer)
+
+    def _pointer(self, dataset_id: str, value: object) -> Pointer:
+        where = self._location(dataset_id)
+        if not isinstance(value, dict):
+            raise InvalidManifestError(f"{where}: its pointer record is not an object; re-ingest it")
+        schema = value.get("schema")
+        if schema != SCHEMA_VERSION:
+            raise InvalidManifestError(
+                f"{where}: written by another mcpower version (Milvus schema {str(schema)[:20]}; this mcpower "
+                f"reads schema {SCHEMA_VERSION}); use that version, or re-ingest the dataset with this one"
+            )
+        try:
+            version, chunks, docs, info = (value["version"], value["chunks"], value["docs"], value["info"])
+        except KeyError as e:
+            raise InvalidManifestError(f"{where}: its pointer record lacks {e.args[0]!r}; re-ingest it") from None
+        if (chunks, docs) != collection_names(dataset_id, version) or not isinstance(info, dict):
+            raise InvalidManifestError(f"{where}: its pointer record names other collections; re-ingest it")
+        return Pointer(dataset_id, int(version), chunks, docs, info, SCHEMA_VERSION)
+
+    def refresh(self, entry: DatasetEntry) -> DatasetEntry:
+        if entry.id.startswith("milvus@"):
+            return entry
+        last = self._checked.get(entry.id)
+        if entry.error is None and last is not None and time.monotonic() - last < self._refresh:
+            return entry
+        try:
+            with self._engine():
+                value = self._get(f"dataset:{entry.id}")
+        except McpowerError as e:
+            return entry if entry.error is not None else DatasetEntry(entry.id, None, e, entry.location)
+        self._checked[entry.id] = time.monotonic()
+        if value is None:
+            gone = DatasetUnavailableError(f"{entry.location}: no longer in Milvus (removed since the last look)")
+            return entry if entry.error is not None and entry.info is None else DatasetEntry(entry.id, None, gone)
+        fresh = self._entry(entry.id, value)
+        if fresh.version == entry.version and fresh.info == entry.info and entry.error is None:
+            return entry
+        return fresh
+
+    def open(self, entry: DatasetEntry) -> MilvusStore:
+        pointer = entry.handle
+        if not isinstance(pointer, Pointer) or entry.info is None:
+            raise DatasetUnavailableError(f"{entry.id}: not a dataset of this Milvus database")  # pragma: no cover
+        with self._engine():
+            return self._open(pointer, entry.info)
+
+    def _open(self, pointer: Pointer, info: DatasetInfo) -> MilvusStore:
+        where = self._location(pointer.dataset_id)
+        for name in (pointer.chunks, pointer.docs):
+            if not self._call("has_collection", name):
+                raise IndexMismatchError(f"{where}: its collection {name} is missing (dropped?); re-ingest it")
+            state = self._call("get_load_state", name)
+            if "Loaded" not in str(state.get("state") if isinstance(state, dict) else state):
+                self._call("load_collection", name)  # milvus-lite 3 and servers keep collections released
+        fields = {f["name"]: f for f in self._call("describe_collection", pointer.chunks).get("fields", [])}
+        dim = fields.get("dense", {}).get("params", {}).get("dim")
+        if dim is None or int(dim) != info.embedding.dimension:
+            raise IndexMismatchError(
+                f"{where}: vector dimension {dim} != model dimension {info.embedding.dimension}; re-ingest it"
+            )
+        count = self._count(pointer.chunks)
+        if count != info.counts.chunks:
+            raise IndexMismatchError(
+                f"{where}: counts disagree (collection {count} chunks, record {info.counts.chunks}); re-ingest it"
+            )
+        return MilvusStore(self.client(), info, pointer.chunks, pointer.docs, where)
+
+    def _count(self, collection: str) -> int:
+        rows = self._call("query", collection, filter="", output_fields=["count(*)"])
+        return int(rows[0]["count(*)"]) if rows else 0
+
+    def location(self, dataset_id: str) -> str:
+        return f"{self._location(dataset_id)} ({self.where})"
+
+    def _location(self, dataset_id: str) -> str:
+        return f"milvus:{dataset_id}"
+
+    def contains(self, dataset_id: str) -> bool:
+        try:
+            return self._get(f"dataset:{dataset_id}") is not None
+        except McpowerError:
+            return False
+
+    # ------------------------------------------------------------ writing
+
+    @contextlib.contextmanager
+    def lock(self, dataset_id: str, wait: bool = False) -> Iterator[None]:
+        self._ensure_catalog()
+        lease = Lease(
+            lambda key: self._get(key),
+            lambda key, value: self._put(key, "lease", value),
+            self._delete,
+            dataset_id,
+            self._lease_ttl,
+            self._settle,
+        )
+        lease.acquire(wait)
+        self._lease = lease
+        try:
+            self._drop_stale(dataset_id)  # what writers that died left behind (nobody else writes now)
+            yield
+        finally:
+            self._lease = None
+            with contextlib.suppress(McpowerError):
+                lease.release()
+
+    def _drop_stale(self, dataset_id: str) -> None:
+        value = self._get(f"dataset:{dataset_id}")
+        keep = {value.get("chunks"), value.get("docs")} if value else set()
+        for name in self._call("list_collections"):
+            if version_of(dataset_id, name) is not None and name not in keep:
+                logger.info("dropping %s, left by an earlier ingest of %s", name, dataset_id)
+                self._call("drop_collection", name)
+
+    def current(self, dataset_id: str) -> MilvusStore | None:
+        try:
+            entry = self._entry(dataset_id, self._get(f"dataset:{dataset_id}"))
+            if entry.info is None or entry.error is not None:
+                return None
+            return self.open(entry)
+        except McpowerError as e:
+            logger.warning("existing dataset %s is unusable (%s); rebuilding it from scratch", dataset_id, e.message)
+            return None
+
+    def publish(self, build: DatasetBuild) -> DatasetInfo:
+        info = build.info
+        docs = {d.id: d for d in build.documents}
+        problem = too_long(build.chunks, docs)
+        if problem:
+            raise IngestError(f"{info.id}: {problem}; exclude that file (--exclude) or shorten it")
+        previous = self._get(f"dataset:{info.id}")
+        existing = [version_of(info.id, n) for n in self._call("list_collections")]
+        version = (
+            max(
+                [int(previous["version"]) if previous and "version" in previous else 0]
+                + [v for v in existing if v is not None]
+            )
+            + 1
+        )
+        chunks_name, docs_name = collection_names(info.id, version)
+        created: list[str] = []
+        try:
+            pymilvus = import_pymilvus()
+            schema, index = chunks_schema(pymilvus, info.embedding.dimension)
+            self._call("create_collection", chunks_name, schema=schema, index_params=index)
+            created.append(chunks_name)
+            for start in range(0, len(build.chunks), INSERT_BATCH):
+                stop = min(start + INSERT_BATCH, len(build.chunks))
+                self._call("insert", chunks_name, data=chunk_rows(build.chunks, docs, build.vectors, start, stop))
+            schema, index = docs_schema(pymilvus)
+            self._call("create_collection", docs_name, schema=schema, index_params=index)
+            created.append(docs_name)
+            batch: list[dict[str, Any]] = []
+            size = 0
+            for row in doc_rows(build.documents):
+                batch.append(row)
+                size += len(row["content"])
+                if len(batch) >= INSERT_BATCH or size >= REQUEST_CHARS:  # big requests are slow on lite
+                    self._call("insert", docs_name, data=batch)
+                    batch, size = [], 0
+            if batch:
+                self._call("insert", docs_name, data=batch)
+            for name in created:
+                self._call("flush", name)
+            count = self._count(chunks_name)
+            if count != len(build.chunks):
+                raise IngestError(f"{info.id}: Milvus holds {count} of {len(build.chunks)} chunks after the insert")
+            if self._lease is not None:
+                self._lease.check()
+            value = {
+                "schema": SCHEMA_VERSION,
+                "version": version,
+                "chunks": chunks_name,
+                "docs": docs_name,
+                "info": info.model_dump(mode="json"),
+            }
+            self._put(f"dataset:{info.id}", "dataset", value)  # the switch: one upsert
+        except BaseException as e:
+            for name in created:  # best effort; the next ingest drops what is left
+                with contextlib.suppress(Exception):
+                    self._call("drop_collection", name)
+            if isinstance(e, EngineUnavailableError):
+                raise IngestError(f"{info.id}: {e.message}; the previous version is untouched") from e
+            raise
+        self._checked.pop(info.id, None)
+        return info
+
+
+if TYPE_CHECKING:  # mypy proves the classes implement the interfaces (nothing runs)
+    from mcpower.store import Catalog, Store
+
+    def _implements(catalog: MilvusCatalog, store: MilvusStore) -> tuple[Catalog, Store]:
+        return catalog, store

@@ -1,0 +1,258 @@
+"""The Milvus store on milvus-lite, for real: publishing, crash safety, the lease, filters with
+hostile values, engine errors, a second reader with only the URI, and the CLI and MCP server over it.
+(The shared store contract runs over Milvus in test_store_interface.py.)"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import FakeEmbedder, write_files
+from milvus_fixtures import needs_milvus
+from server_fixtures import StdioServer, subprocess_env, write_launcher
+from typer.testing import CliRunner
+
+from mcpower.cli import app
+from mcpower.errors import (
+    DatasetLockedError,
+    DatasetUnavailableError,
+    EngineUnavailableError,
+    InvalidManifestError,
+)
+from mcpower.ingestion import IngestOptions, ingest
+from mcpower.registry import Registry
+from mcpower.results import SearchFilters
+from mcpower.search import get_source, search
+
+pytestmark = needs_milvus
+
+HOSTILE = {
+    'quo"te/a.md': "# A\n\nalpha zephyrine\n",
+    "back\\slash/b.md": "# B\n\nbravo zephyrine\n",
+    "pct%dir/c.md": "# C\n\ncharlie zephyrine\n",
+    "pctXdir/c.md": "# C2\n\ncharlie zephyrine decoy\n",
+    "under_score/d.md": "# D\n\ndelta zephyrine\n",
+    "underXscore/d.md": "# D2\n\ndelta zephyrine decoy\n",
+    "caf\u00e9 \u4e2d\u6587/e.md": "# E\n\necho zephyrine\n",
+    "x' or 'a'=='a/f.md": "# F\n\nfoxtrot zephyrine\n",
+    "new\nline/g.md": "# G\n\ngolf zephyrine\n",
+}
+
+
+def registry_of(catalog: Any) -> Registry:
+    return Registry(catalogs=[catalog], embedder_factory=lambda model: FakeEmbedder())
+
+
+def test_hostile_folder_and_path_filters_match_as_in_the_local_store(milvus_catalog: Any, tmp_path: Path) -> None:
+    src = write_files(tmp_path / "hostile", HOSTILE)
+    ingest(src, milvus_catalog, IngestOptions(dataset_id="h"), embedder=FakeEmbedder())
+    ingest(src, tmp_path / "datasets", IngestOptions(dataset_id="h"), embedder=FakeEmbedder())
+    milvus, local = (
+        registry_of(milvus_catalog),
+        Registry(tmp_path / "datasets", embedder_factory=lambda m: FakeEmbedder()),
+    )
+
+    def paths(registry: Registry, where: SearchFilters) -> list[str]:
+        return sorted(r.path for r in search(registry, "zephyrine", dataset="h", top_k=20, filters=where).results)
+
+    filters = [SearchFilters(file_type='.m"d'), SearchFilters(folder="pct%dir", file_type="md")]
+    for rel in HOSTILE:
+        folder = rel.partition("/")[0]
+        filters += [SearchFilters(folder=folder), SearchFilters(path=rel), SearchFilters(folder=folder[:3] + "%")]
+    for where in filters:
+        assert paths(milvus, where) == paths(local, where), where
+    # Exact where the value can be typed (a backslash in a filter is a folder separator, in both stores).
+    for rel in (r for r in HOSTILE if "\\" not in r):
+        assert paths(milvus, SearchFilters(folder=rel.partition("/")[0])) == [rel]
+        assert paths(milvus, SearchFilters(path=rel)) == [rel]
+
+
+def test_a_failed_publish_leaves_the_previous_version_serving(
+    milvus_catalog: Any, corpus: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ingest(corpus, milvus_catalog, IngestOptions(dataset_id="docs"), embedder=FakeEmbedder())
+    registry = registry_of(milvus_catalog)
+    before = search(registry, "zephyrine", dataset="docs").results
+    client = milvus_catalog.client()
+    collections = sorted(client.list_collections())
+    real_insert = client.insert
+
+    def dying_insert(name: str, **kw: Any) -> Any:
+        if name.endswith("_docs"):
+            raise KeyboardInterrupt  # Ctrl-C in the middle of the publish
+        return real_insert(name, **kw)
+
+    monkeypatch.setattr(client, "insert", dying_insert)
+    with pytest.raises(KeyboardInterrupt):
+        ingest(corpus, milvus_catalog, IngestOptions(dataset_id="docs", full=True), embedder=FakeEmbedder())
+    monkeypatch.undo()
+
+    assert sorted(client.list_collections()) == collections  # the half-built version is gone
+    assert [r.result_id for r in search(registry, "zephyrine", dataset="docs").results] == [r.result_id for r in before]
+
+
+def test_a_killed_ingest_leaves_collections_the_next_one_drops(milvus_catalog: Any, corpus: Path) -> None:
+    ingest(corpus, milvus_catalog, IngestOptions(dataset_id="docs"), embedder=FakeEmbedder())
+    client = milvus_catalog.client()
+    import pymilvus
+
+    from mcpower.store.milvus.schema import chunks_schema, collection_names
+
+    orphan, _ = collection_names("docs", 7)  # what a kill -9 mid-publish leaves: unreferenced
+    schema, index = chunks_schema(pymilvus, FakeEmbedder().dimension)
+    client.create_collection(orphan, schema=schema, index_params=index)
+    registry = registry_of(milvus_catalog)
+
+    assert search(registry, "zephyrine", dataset="docs").results  # the pointer still names v1
+    report = ingest(corpus, milvus_catalog, IngestOptions(dataset_id="docs", full=True), embedder=FakeEmbedder())
+
+    names = client.list_collections()
+    assert orphan not in names
+    # The new version, and the one before it (kept for servers still reading it, until the next ingest).
+    assert sorted(n for n in names if n.startswith("mcpower_docs__")) == [
+        "mcpower_docs__v1_chunks",
+        "mcpower_docs__v1_docs",
+        "mcpower_docs__v2_chunks",
+        "mcpower_docs__v2_docs",
+    ]
+    assert report.full_rebuild and search(registry, "zephyrine", dataset="docs").results
+
+
+def test_the_lease_names_its_holder_and_expires(milvus_db: str, milvus_catalog: Any, corpus: Path) -> None:
+    from mcpower.store.milvus import MilvusCatalog
+
+    other = MilvusCatalog(milvus_db, settle_seconds=0, lease_seconds=3600)
+    with other.lock("docs"):
+        with pytest.raises(DatasetLockedError) as err:
+            ingest(corpus, milvus_catalog, IngestOptions(dataset_id="docs"), embedder=FakeEmbedder())
+        assert "is being ingested by" in err.value.message and "--wait" in err.value.message
+
+    expired = MilvusCatalog(milvus_db, settle_seconds=0, lease_seconds=-1)  # a writer that died long ago
+    with expired.lock("docs"):
+        pass
+    milvus_catalog._put("lease:docs", "lease", {"owner": "dead:1:x", "expires_ms": 0})
+    report = ingest(corpus, milvus_catalog, IngestOptions(dataset_id="docs"), embedder=FakeEmbedder())
+    assert report.chunks > 0
+
+
+def test_a_second_reader_with_only_the_uri_lists_and_serves(milvus_db: str, milvus_catalog: Any, corpus: Path) -> None:
+    from mcpower.store.milvus import MilvusCatalog
+
+    ingest(corpus, milvus_catalog, IngestOptions(dataset_id="docs", description="shared"), embedder=FakeEmbedder())
+    registry = registry_of(MilvusCatalog(milvus_db, refresh_seconds=0))
+
+    [entry] = registry.entries()
+    assert entry.info is not None and entry.info.description == "shared" and entry.info.counts.documents == 5
+    top = search(registry, "zephyrine daemon", dataset="docs").results[0]
+    assert "zephyrine" in get_source(registry, top.result_id, "chunk").content
+    doc = registry.store("docs").document("intro.rst")
+    assert doc is not None and doc.content == (corpus / "intro.rst").read_text()
+
+
+def test_schema_of_another_version_and_a_dropped_collection_are_coded_errors(milvus_catalog: Any, corpus: Path) -> None:
+    ingest(corpus, milvus_catalog, IngestOptions(dataset_id="docs"), embedder=FakeEmbedder())
+    ingest(corpus, milvus_catalog, IngestOptions(dataset_id="other"), embedder=FakeEmbedder())
+    registry = registry_of(milvus_catalog)
+    assert search(registry, "zephyrine", dataset="other").results
+    value = milvus_catalog._get("dataset:docs")
+    milvus_catalog._put("dataset:docs", "dataset", {**value, "schema": 99})
+
+    by_id = {e.id: e for e in registry.scan()}
+    assert isinstance(by_id["docs"].error, InvalidManifestError)
+    assert "another mcpower version" in by_id["docs"].error.message
+    assert by_id["other"].status == "ready"
+
+    milvus_catalog.client().drop_collection(milvus_catalog._get("dataset:other")["chunks"])
+    with pytest.raises(DatasetUnavailableError) as err:
+        search(registry, "zephyrine", dataset="other")
+    assert "milvus:other" in err.value.message or "gone" in err.value.message
+    ingest(corpus, milvus_catalog, IngestOptions(dataset_id="other"), embedder=FakeEmbedder())
+    assert search(registry, "zephyrine", dataset="other").results  # re-ingested: served again
+
+
+def test_an_unreachable_engine_is_one_error_row_and_a_coded_error() -> None:
+    from mcpower.store.milvus import MilvusCatalog
+
+    catalog = MilvusCatalog("http://127.0.0.1:1")
+    registry = registry_of(catalog)
+
+    [entry] = registry.entries()
+    assert isinstance(entry.error, EngineUnavailableError) and entry.error.code == "ENGINE_UNAVAILABLE"
+    assert "unreachable" in entry.error.message and "127.0.0.1:1" in entry.error.message
+    response = search(registry, "anything")  # every dataset: an answer with a note, not an exception
+    assert response.results == [] and "could not be loaded" in " ".join(response.meta.notes)
+
+
+def test_ingest_into_an_unreachable_engine_fails_plainly(corpus: Path) -> None:
+    from mcpower.store.milvus import MilvusCatalog
+
+    with pytest.raises(EngineUnavailableError) as err:
+        ingest(corpus, MilvusCatalog("http://127.0.0.1:1"), IngestOptions(dataset_id="docs"), embedder=FakeEmbedder())
+    assert "unreachable" in err.value.message
+
+
+def test_without_the_extra_the_error_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setitem(sys.modules, "pymilvus", None)  # import fails, as when it is not installed
+    result = CliRunner().invoke(app, ["datasets", "--milvus-uri", str(tmp_path / "x.db"), "--datasets-dir", "d"])
+
+    assert result.exit_code == 0, result.output
+    assert "pip install 'mcpower[milvus]'" in result.stdout
+    assert "Traceback" not in result.output
+
+
+def test_pymilvus_is_imported_only_when_a_milvus_uri_is_used(tmp_path: Path) -> None:
+    code = (
+        "import sys, runpy; sys.argv = ['mcpower', *sys.argv[1:]]\n"
+        "try: runpy.run_module('mcpower', run_name='__main__')\n"
+        "except SystemExit: pass\n"
+        "print('PYMILVUS', 'pymilvus' in sys.modules)"
+    )
+    env = subprocess_env()
+
+    def loaded(*args: str) -> bool:
+        out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, check=True)
+        return out.stdout.strip().splitlines()[-1] == "PYMILVUS True"
+
+    assert not loaded("datasets", "--datasets-dir", str(tmp_path))
+    assert loaded("datasets", "--datasets-dir", str(tmp_path), "--milvus-uri", "http://127.0.0.1:1")
+
+
+def test_cli_and_stdio_server_over_local_and_milvus_datasets(tmp_path: Path, corpus: Path) -> None:
+    """ingest / datasets / validate / search in one process, then `serve --stdio` in another
+    (the .db file is one process's at a time): local and Milvus datasets served together."""
+    launcher = write_launcher(tmp_path)
+    db = str(tmp_path / "cli.db")
+    local = tmp_path / "datasets"
+    env = {**subprocess_env(), "MCPOWER_MILVUS_URI": db}
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        cmd = [sys.executable, str(launcher), *args, "--datasets-dir", str(local)]
+        return subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+
+    made = run("ingest", str(corpus), "--id", "shared", "--json")
+    assert made.returncode == 0, made.stderr
+    assert json.loads(made.stdout)["chunks"] > 0 and not (local / "shared").exists()
+    ingest(corpus, local, IngestOptions(dataset_id="mine"), embedder=FakeEmbedder())
+    listed = json.loads(run("datasets", "--json").stdout)["datasets"]
+    assert {d["id"]: d["status"] for d in listed} == {"mine": "ready", "shared": "ready"}
+    assert run("validate").returncode == 0
+    found = json.loads(run("search", "shared", "zephyrine daemon", "--json", "--folder", "guide").stdout)
+    assert found["results"] and all(r["path"].startswith("guide/") for r in found["results"])
+
+    server = StdioServer([sys.executable, str(launcher), "serve", "--stdio", "--datasets-dir", str(local)], env=env)
+    try:
+        server.initialize()
+        listed = server.call_tool("knowledge_list_datasets", {})["structuredContent"]["datasets"]
+        hits = server.call_tool("knowledge_search", {"query": "marmalade session"})["structuredContent"]
+        server.close_stdin()
+        server.wait_exit(30)
+    finally:
+        server.stop()
+    assert sorted(d["id"] for d in listed) == ["mine", "shared"]
+    assert sorted(hits["meta"]["datasets"]) == ["mine", "shared"]
+    for line in server.stdout_lines:  # nothing but JSON-RPC on stdout, milvus-lite's engine included
+        assert json.loads(line)["jsonrpc"] == "2.0"

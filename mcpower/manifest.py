@@ -21,23 +21,16 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic.alias_generators import to_camel
 
 from mcpower.defaults import DEFAULT_TOP_K, Backend
+from mcpower.defaults import ID_PATTERN as ID_PATTERN  # the id rule and the manifest's bounds live in
+from mcpower.defaults import MANIFEST_NAME as MANIFEST_NAME  # defaults.py (the cold search reads them
+from mcpower.defaults import MAX_ID_CHARS as MAX_ID_CHARS  # without this module); importable from here
+from mcpower.defaults import MAX_MANIFEST_BYTES as MAX_MANIFEST_BYTES
+from mcpower.defaults import is_valid_id as is_valid_id
 from mcpower.errors import InvalidManifestError
 
-MANIFEST_NAME = "manifest.json"
-# The original design caps manifests at 10 KB: they are pointers, never data. Checked before reading.
-MAX_MANIFEST_BYTES = 10 * 1024
-# Dataset ids: lowercase letters, digits and hyphens, 1-64 of them (the original design's rule).
-ID_PATTERN = r"^[a-z0-9-]+$"
-MAX_ID_CHARS = 64
-_ID = re.compile(r"[a-z0-9-]{1,64}")
 # Chunking bounds a manifest accepts (and ingest checks before it embeds anything).
 MIN_CHUNK_TOKENS, MAX_CHUNK_TOKENS = 16, 8192
 MAX_OVERLAP = 4096
-
-
-def is_valid_id(value: object) -> bool:
-    """Whether ``value`` is a well-formed dataset id."""
-    return isinstance(value, str) and _ID.fullmatch(value) is not None
 
 
 def slugify(name: str) -> str:

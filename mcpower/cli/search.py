@@ -38,8 +38,6 @@ def search(
     A result marked "stale" comes from a file that has changed or vanished since it was indexed.
     """
     from mcpower.errors import InvalidQueryError
-    from mcpower.results import SearchFilters
-    from mcpower.search import search as run_search
 
     if every and query is not None:
         raise InvalidQueryError("with --all, give only the query: `mcpower search --all QUERY`")
@@ -49,7 +47,10 @@ def search(
     text = dataset if every else query
     assert text is not None
     s = settings(datasets_dir=datasets_dir, milvus_uri=milvus_uri)
-    registry = open_registry(s)
+    registry = open_registry(s, preload_for=target if mode != "keyword" else None)
+    from mcpower.results import SearchFilters
+    from mcpower.search import search as run_search
+
     filters = SearchFilters(path=path, folder=folder, file_type=file_type)
     response = run_search(
         registry,

@@ -27,6 +27,10 @@ DEFAULT_OVERLAP = 32
 DEFAULT_MAX_FILE_MB = 10.0
 # Results a search returns when neither the caller nor the dataset says otherwise (seed 000's default).
 DEFAULT_TOP_K = 5
+# `--watch`: seconds of quiet after the last change before a dataset is re-ingested. An editor's
+# save is a few writes within milliseconds, a `git checkout` of hundreds of files a burst well under
+# a second; one edit still becomes searchable within a few seconds.
+DEFAULT_WATCH_DEBOUNCE = 1.0
 
 # `serve --http`: loopback only unless told otherwise; 8765 is free of the usual development ports.
 DEFAULT_HTTP_HOST = "127.0.0.1"

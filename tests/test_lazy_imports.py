@@ -17,7 +17,7 @@ from conftest import FakeEmbedder, write_files
 
 from mcpower.ingestion import IngestOptions, ingest
 
-HEAVY = ("torch", "sentence_transformers", "faiss", "onnxruntime", "transformers")
+HEAVY = ("torch", "sentence_transformers", "faiss", "onnxruntime", "transformers", "watchfiles")
 # Document parsers: only ingest imports them, and only for files of their format.
 PARSERS = ("lxml", "pypdf", "docutils", "defusedxml", "cryptography", "markdown_it")
 
@@ -62,7 +62,7 @@ def test_the_wrapper_sees_heavy_imports() -> None:
     assert "faiss" in loaded  # so an empty list below means something
 
 
-@pytest.mark.parametrize("module", ["mcpower", "mcpower.cli"])
+@pytest.mark.parametrize("module", ["mcpower", "mcpower.cli", "mcpower.watch"])
 def test_importing_loads_nothing_heavy(module: str) -> None:
     loaded, _ = loaded_after("import", module)
 

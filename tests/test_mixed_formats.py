@@ -151,7 +151,7 @@ def test_hostile_files_are_skipped_with_their_reason_and_nothing_else_is_lost(
     assert "zip bomb" in skipped["bomb.docx"]
     assert "not a valid zip archive" in skipped["broken.docx"]
     assert "not valid JSON" in skipped["broken.ipynb"]
-    notes = dict(report.notes)
+    notes = dict(report.file_notes)
     assert "nested deeper than 256 levels" in notes["deep.html"]
     assert "read as plain text" in notes["recursive.rst"]
     assert report.documents == 3  # good.md, deep.html (its shallow part), recursive.rst (as text)

@@ -35,6 +35,16 @@ MilvusUri = Annotated[
     ),
 ]
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON document for programs.")]
+WatchDebounce = Annotated[
+    float | None,
+    typer.Option(
+        "--watch-debounce",
+        min=0.05,
+        max=60,
+        help="Seconds of quiet after a change before re-ingesting [env MCPOWER_WATCH_DEBOUNCE; default 1].",
+        show_default=False,
+    ),
+]
 
 
 def settings(**overrides: Any) -> Settings:

@@ -361,14 +361,14 @@ def test_a_file_that_breaks_the_chunker_is_left_out_and_the_rest_reingested(
     indexed again until someone removed the file."""
     watcher, registry, clock, events = setup
     root = source.resolve()
-    real = mcpower.ingestion.chunk_document
+    real = mcpower.ingestion.build_document
 
-    def chunk(text: str, *args: Any) -> Any:
-        if "trigger" in text:
+    def chunk(parsed: Any, *args: Any) -> Any:
+        if "trigger" in (parsed.text or ""):
             raise RecursionError("maximum recursion depth exceeded")
-        return real(text, *args)
+        return real(parsed, *args)
 
-    monkeypatch.setattr(mcpower.ingestion, "chunk_document", chunk)
+    monkeypatch.setattr(mcpower.ingestion, "build_document", chunk)
     edit(watcher, clock, root / "todo.txt", "Tune the ocarina.\n")
     edit(watcher, clock, root / "guide.md", "# Guide\n\nThis one will trigger the bug.\n")
     settle(watcher, clock)

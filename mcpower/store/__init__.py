@@ -91,13 +91,13 @@ class ChunkHit:
     title: str
     file_type: str
     document_id: int
-    page_start: int | None = None
-    page_end: int | None = None
     # The document's file as ingested, for freshness: a result says when it was indexed, and whether
     # the file has changed since (another size or modification time).
     indexed_at: str = ""
     size: int = -1
     mtime: float = 0.0
+    page_start: int | None = None  # the PDF pages the chunk is on; None for other formats
+    page_end: int | None = None
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from conftest import FakeEmbedder, write_files
 from server_fixtures import REPO_ROOT, subprocess_env
+from watch_fixtures import ADDED, MODIFIED, QUIET, Clock, published, watched_notes, write_notes
 
 import mcpower.discover
 import mcpower.ingestion
@@ -31,28 +32,10 @@ from mcpower.watch import Watcher, WatchEvent
 from mcpower.watch.source import unchanged
 from mcpower.watch.watcher import DELETED, LOCK_RETRY
 
-ADDED, MODIFIED = 1, 2
-QUIET = 1.0
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.t = 1000.0
-
-    def __call__(self) -> float:
-        return self.t
-
 
 @pytest.fixture
 def source(tmp_path: Path) -> Path:
-    return write_files(
-        tmp_path / "notes",
-        {
-            "guide.md": "# Guide\n\nThe zephyrine daemon starts on boot.\n",
-            "recipes/bread.md": "# Bread\n\nFeed the rye starter twice a day.\n",
-            "todo.txt": "Buy a harpsichord.\n",
-        },
-    )
+    return write_notes(tmp_path / "notes")
 
 
 @pytest.fixture
@@ -60,19 +43,12 @@ def setup(
     source: Path, datasets_dir: Path, make_registry: Callable[[], Registry], fake_embedder: FakeEmbedder
 ) -> Iterator[tuple[Watcher, Registry, Clock, list[WatchEvent]]]:
     """Dataset 'notes' ingested from ``source``, watched (the first look done) with a fake clock."""
-    ingest(source, datasets_dir, IngestOptions(dataset_id="notes"), embedder=FakeEmbedder())
-    registry = make_registry()
-    clock, events = Clock(), []
-    watcher = Watcher(registry, quiet=QUIET, clock=clock, on_event=events.append)
+    watcher, registry, clock, events = watched_notes(source, datasets_dir, make_registry)
     watcher.recheck(clock.t)
     watcher.run_due(clock.t)
     assert [e.kind for e in events] == ["watching"]
     yield watcher, registry, clock, events
     watcher.stop()
-
-
-def published(events: list[WatchEvent]) -> list[WatchEvent]:
-    return [e for e in events if e.kind == "reindexed" and e.report is not None and e.report.published]
 
 
 def found(registry: Registry, word: str) -> list[str]:

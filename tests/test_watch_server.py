@@ -18,11 +18,12 @@ import anyio
 import httpx2
 import numpy as np
 import pytest
-from conftest import FakeEmbedder, write_files
+from conftest import FakeEmbedder
 from http_fixtures import TOKEN, HttpServer, write_http_launcher
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from server_fixtures import StdioServer, subprocess_env, write_launcher
+from watch_fixtures import MODIFIED, Clock, write_notes
 
 from mcpower.ingestion import IngestOptions, ingest
 from mcpower.layout import read_watch
@@ -31,25 +32,13 @@ from mcpower.registry import Registry
 from mcpower.server.app import create_server
 from mcpower.watch import Watcher
 
-ADDED, MODIFIED = 1, 2
 # Deadlines tell a hang from an answer; nothing here measures speed.
 DEADLINE = 60.0
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.t = 1000.0
-
-    def __call__(self) -> float:
-        return self.t
-
-
 @pytest.fixture
 def source(tmp_path: Path) -> Path:
-    return write_files(
-        tmp_path / "notes",
-        {"guide.md": "# Guide\n\nThe zephyrine daemon starts on boot.\n", "todo.txt": "Buy a harpsichord.\n"},
-    )
+    return write_notes(tmp_path / "notes", ("guide.md", "todo.txt"))
 
 
 @pytest.fixture

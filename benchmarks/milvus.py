@@ -2,6 +2,7 @@
 
     python benchmarks/milvus.py [--datasets DIR ...] [--corpora DIR] [--queries N] [--depth K] [--out FILE]
     python benchmarks/milvus.py --synthetic DIR ... [--rounds N] [--latency-queries N] [--out FILE]
+    python benchmarks/milvus.py --cli-ingest DOCS [--rounds N] [--out FILE]
 
 For each prebuilt local dataset (default: the SciFact and Cranfield datasets ingested with the real
 model in /work/bench/ds; copied, never written), the same build (documents, chunks, vectors) is:
@@ -19,6 +20,11 @@ into both stores (--rounds 0: into Milvus only, timed once), then real SciFact c
 by the real query model and reused, are searched in every mode, the stores' calls interleaved and
 the modes rotated; p50/p95 per store and the Milvus/local ratio. No quality (no judgments there).
 
+--cli-ingest times whole ingests end to end: `mcpower ingest DOCS` (the real model, the default
+backend) into a fresh datasets folder and into a fresh milvus-lite file, alternating (the order
+swapped each round), --rounds each; wall time of the process (start-up, model load, embedding,
+publish), median chunks/s per store and the Milvus/local ratio.
+
 Needs the milvus extra (pip install -e '.[milvus]'). Prints a table and writes JSON (--out).
 """
 
@@ -29,6 +35,7 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -226,6 +233,30 @@ def print_synthetic(results: list[dict[str, Any]]) -> None:
             )
 
 
+def cli_ingest(docs: Path, rounds: int) -> dict[str, Any]:
+    runs: dict[str, list[dict[str, Any]]] = {"local": [], "milvus": []}
+    with tempfile.TemporaryDirectory(prefix="mcb") as tmp:
+        for r in range(rounds):
+            for store in ("local", "milvus") if r % 2 == 0 else ("milvus", "local"):
+                cmd = [sys.executable, "-m", "mcpower", "ingest", str(docs), "--id", "bench", "--json", "-q"]
+                cmd += ["--datasets-dir", f"{tmp}/datasets-{r}"]
+                if store == "milvus":
+                    cmd += ["--milvus-uri", f"{tmp}/ingest{r}.db"]
+                started = time.perf_counter()
+                done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+                seconds = time.perf_counter() - started
+                if done.returncode != 0:
+                    raise SystemExit(f"{' '.join(cmd)} failed:\n{done.stderr[-2000:]}")
+                chunks = int(json.loads(done.stdout)["chunks"])
+                runs[store].append({"seconds": round(seconds, 2), "chunks": chunks, "load": os.getloadavg()[0]})
+                print(
+                    f"  round {r + 1} {store:<6} {chunks} chunks in {seconds:.1f} s ({chunks / seconds:.1f} chunks/s)",
+                    flush=True,
+                )
+    rate = {k: statistics.median(x["chunks"] / x["seconds"] for x in v) for k, v in runs.items()}
+    return {"runs": runs, "chunks_per_s": rate, "ratio": rate["milvus"] / rate["local"]}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument(
@@ -238,9 +269,20 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--out", type=Path, default=None)
     p.add_argument("--synthetic", nargs="+", type=Path, default=None, help="prebuilt synthetic dataset folders")
+    p.add_argument("--cli-ingest", type=Path, default=None, help="a documents folder: time whole CLI ingests")
     args = p.parse_args()
     started = time.time()
     load_before = os.getloadavg()
+    if args.cli_ingest:
+        found = cli_ingest(args.cli_ingest, args.rounds)
+        rate = found["chunks_per_s"]
+        print(
+            f"whole ingest, median of {args.rounds}: local {rate['local']:.1f} chunks/s, milvus {rate['milvus']:.1f} "
+            f"chunks/s, milvus/local {found['ratio']:.2f}x; load average before {load_before}, after {os.getloadavg()}"
+        )
+        if args.out:
+            args.out.write_text(json.dumps({**found, "load_average_before": load_before}, indent=2))
+        return
     results = []
     if args.synthetic:
         texts = list(load_queries(args.corpora / "scifact" / "queries.jsonl").values())[: args.latency_queries]

@@ -21,6 +21,7 @@ from mcpower.defaults import (
     DEFAULT_HTTP_PORT,
     DEFAULT_MAX_FILE_MB,
     DEFAULT_MODEL,
+    DEFAULT_WATCH_DEBOUNCE,
     DEFAULT_WORKER_THREADS,
     Backend,
 )
@@ -47,6 +48,10 @@ class Settings(BaseModel):
     log_format: Literal["json", "text"] = "json"
     tool_names: Literal["default", "seed"] = "default"
     max_file_mb: float = Field(DEFAULT_MAX_FILE_MB, gt=0, description="ingest skips files larger than this")
+    watch: bool = Field(False, description="serve: re-ingest datasets as their source folders change")
+    watch_debounce: float = Field(
+        DEFAULT_WATCH_DEBOUNCE, ge=0.05, le=60, description="seconds of quiet after a change before re-ingesting"
+    )
     milvus_uri: str = Field(
         "", description="a Milvus database for datasets: a milvus-lite file (x.db) or http(s)://host:19530"
     )

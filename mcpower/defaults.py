@@ -6,6 +6,7 @@ path included.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Literal, get_args
 
@@ -26,6 +27,10 @@ DEFAULT_OVERLAP = 32
 DEFAULT_MAX_FILE_MB = 10.0
 # Results a search returns when neither the caller nor the dataset says otherwise (seed 000's default).
 DEFAULT_TOP_K = 5
+# `--watch`: seconds of quiet after the last change before a dataset is re-ingested. An editor's
+# save is a few writes within milliseconds, a `git checkout` of hundreds of files a burst well under
+# a second; one edit still becomes searchable within a few seconds.
+DEFAULT_WATCH_DEBOUNCE = 1.0
 
 # `serve --http`: loopback only unless told otherwise; 8765 is free of the usual development ports.
 DEFAULT_HTTP_HOST = "127.0.0.1"
@@ -34,3 +39,16 @@ DEFAULT_HTTP_PORT = 8765
 # to overlap one search's SQLite and FAISS waits with another's embedding on a few cores, few enough
 # that a burst of clients queues instead of thrashing (the load benchmark: 4 threads on 2 CPUs).
 DEFAULT_WORKER_THREADS = 4
+
+MANIFEST_NAME = "manifest.json"
+# The original design caps manifests at 10 KB: they are pointers, never data. Checked before reading.
+MAX_MANIFEST_BYTES = 10 * 1024
+# Dataset ids: lowercase letters, digits and hyphens, 1-64 of them (the original design's rule).
+ID_PATTERN = r"^[a-z0-9-]+$"
+MAX_ID_CHARS = 64
+_ID = re.compile(r"[a-z0-9-]{1,64}")
+
+
+def is_valid_id(value: object) -> bool:
+    """Whether ``value`` is a well-formed dataset id."""
+    return isinstance(value, str) and _ID.fullmatch(value) is not None

@@ -184,9 +184,10 @@ def _link_reason(root: Path, target: Path, rules: _Rules, follow_symlinks: bool)
     return None
 
 
-def read_document(source: SourceFile, max_file_bytes: int) -> bytes:
+def read_document(source: SourceFile, max_file_bytes: int) -> tuple[bytes, os.stat_result]:
     """The bytes of a discovered file, read through one descriptor that is checked to be a regular
-    file within the size limit (it may have changed since it was discovered).
+    file within the size limit (it may have changed since it was discovered), and its status just
+    before they were read (so a size and time recorded with them are never newer than the bytes).
 
     Raises:
         OSError: it cannot be read, or is no longer a regular file of an allowed size.
@@ -206,6 +207,6 @@ def read_document(source: SourceFile, max_file_bytes: int) -> bytes:
         data = b"".join(chunks)
         if len(data) > max_file_bytes:
             raise OSError(0, f"grew over the {max_file_bytes / 1e6:g} MB limit")
-        return data
+        return data, st
     finally:
         os.close(fd)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from pydantic import ValidationError
 
 from mcpower import __version__, embedding
 from mcpower.chunking import CHUNKER, SUPPORTED_TYPES, chunk_document, decode_text
@@ -33,6 +34,7 @@ from mcpower.manifest import (
     Counts,
     DatasetInfo,
     EmbeddingInfo,
+    SourceInfo,
     is_valid_id,
     now_utc,
     slugify,
@@ -65,6 +67,9 @@ class IngestOptions:
     default_top_k: int | None = None  # default: the previous version's, else DEFAULT_TOP_K
     full: bool = False  # re-embed everything instead of carrying unchanged documents over
     wait: bool = False  # wait for another ingest of the dataset instead of failing
+    # Publish nothing when no file was added, changed, removed or touched (the watcher's re-ingests:
+    # a save that changed nothing must not make a new version).
+    skip_unchanged: bool = False
 
 
 @dataclass
@@ -85,6 +90,9 @@ class IngestReport:
     rebuild_reason: str = ""
     seconds: float = 0.0
     embed_seconds: float = 0.0
+    touched: int = 0  # unchanged content, but another size or modification time: recorded anew
+    published: bool = True  # False when skip_unchanged found nothing to publish
+    notes: list[str] = field(default_factory=list)  # worth telling the user, not errors
 
     @property
     def chunks_per_second(self) -> float:
@@ -155,6 +163,8 @@ def ingest(
             reuse = previous if previous is not None and not opts.full and not report.rebuild_reason else None
             report.full_rebuild = reuse is None
             docs, chunks, vectors = _build(src, files, opts, emb, chunk_tokens, overlap, reuse, report, progress)
+            if not src.is_dir():  # deleted or renamed meanwhile: the files not read yet are not gone from it
+                raise IngestError(f"{src.name}: the folder vanished while it was read; nothing was published")
             prev = previous.info if previous is not None else None
             now = now_utc()
             name = opts.name or src.name
@@ -178,14 +188,44 @@ def ingest(
                 created_at=prev.created_at if prev else now,
                 updated_at=now,
                 mcpower_version=__version__,
+                source=_source_record(src, opts, report),
             )
-            published = catalog.publish(DatasetBuild(info, docs, chunks, vectors))
+            if opts.skip_unchanged and prev is not None and _nothing_changed(prev, info, report):
+                report.published = False
+                published = prev
+            else:
+                published = catalog.publish(DatasetBuild(info, docs, chunks, vectors))
         finally:
             if previous is not None:
                 previous.close()
     report.documents, report.chunks = published.counts.documents, published.counts.chunks
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _source_record(src: Path, opts: IngestOptions, report: IngestReport) -> SourceInfo | None:
+    """What the manifest records of the source folder and the options that select its files."""
+    try:
+        return SourceInfo(
+            path=str(src),
+            include=tuple(opts.include),
+            exclude=tuple(opts.exclude),
+            follow_symlinks=opts.follow_symlinks,
+            max_file_bytes=opts.max_file_bytes,
+        )
+    except ValidationError as e:
+        where, msg = ".".join(str(x) for x in e.errors()[0]["loc"]), e.errors()[0]["msg"]
+        reason = f"{where}: {msg}" if where else msg
+        report.notes.append(f"source folder not recorded ({reason[:200]}): `serve --watch` cannot watch this dataset")
+        return None
+
+
+def _nothing_changed(prev: DatasetInfo, info: DatasetInfo, report: IngestReport) -> bool:
+    """Whether publishing ``info`` would only restamp the previous version ``prev``."""
+    if report.full_rebuild or report.added or report.changed or report.removed or report.touched:
+        return False
+    ignored = {"updated_at", "mcpower_version"}
+    return prev.model_dump(include=set(DatasetInfo.model_fields) - ignored) == info.model_dump(exclude=ignored)
 
 
 def _fingerprint(emb: embedding.Embedder, chunk_tokens: int, overlap: int) -> str:
@@ -218,7 +258,8 @@ def _build(
         if progress:
             progress("files", n, len(files))
         try:
-            raw = read_document(f, opts.max_file_bytes)
+            raw, st = read_document(f, opts.max_file_bytes)
+            size, mtime = st.st_size, st.st_mtime  # as read: a file rewritten since it was listed counts as read
         except OSError as e:
             report.skipped.append((f.rel, f"cannot read: {e.strerror}"))
             continue
@@ -227,7 +268,9 @@ def _build(
         prev = old.pop(f.rel, None)
         if prev is not None and prev[0].content_hash == content_hash:
             d, cs = prev
-            docs.append(dataclasses.replace(d, id=doc_id, size=f.size, mtime=f.mtime))
+            if (d.size, d.mtime) != (size, mtime):
+                report.touched += 1
+            docs.append(dataclasses.replace(d, id=doc_id, size=size, mtime=mtime))
             for old_chunk in cs:
                 chunks.append(dataclasses.replace(old_chunk, document_id=doc_id))
                 carried.append(old_chunk.id)
@@ -239,8 +282,15 @@ def _build(
             report.skipped.append((f.rel, str(e)))
             continue
         suffix = Path(f.rel).suffix.lower()
-        document = chunk_document(text, suffix, Path(f.rel).name, emb.count_tokens, chunk_tokens, overlap)
-        docs.append(DocumentRow(doc_id, f.rel, document.title, suffix, f.size, f.mtime, content_hash, indexed_at, text))
+        try:
+            document = chunk_document(text, suffix, Path(f.rel).name, emb.count_tokens, chunk_tokens, overlap)
+        except Exception as e:  # a chunker bug one file triggers must not stop the others being ingested
+            logger.exception("cannot chunk %s", f.rel, extra={"event": "ingest.chunk_error"})
+            report.skipped.append((f.rel, f"cannot be chunked ({type(e).__name__}); please report this as a bug"))
+            continue
+        docs.append(DocumentRow(doc_id, f.rel, document.title, suffix, size, mtime, content_hash, indexed_at, text))
+        # An edited file keeps the vectors of its chunks whose text and headings did not change.
+        kept = {(c.id, c.heading_path, c.text) for c in prev[1]} if prev is not None else set()
         seen: dict[str, int] = {}
         for c in document.chunks:
             occurrence = seen.get(c.text, 0)
@@ -248,7 +298,10 @@ def _build(
             row = ChunkRow(
                 chunk_id(f.rel, c.text, occurrence), doc_id, c.ordinal, c.heading, c.start_line, c.end_line, c.text
             )
-            to_embed.append((len(chunks), c.embed_text))
+            if (row.id, row.heading_path, row.text) in kept:
+                carried.append(row.id)
+            else:
+                to_embed.append((len(chunks), c.embed_text))
             chunks.append(row)
         if prev is None:
             report.added += 1

@@ -6,6 +6,7 @@
         v-<stamp>/meta.sqlite  documents, chunks, full-text index (immutable once published)
         .staging-<pid>-<hex>/  a version being built; renamed to v-<stamp> when complete
         .lock                  held by the one writer (ingest)
+        .watch                 held by the one watcher (`--watch`), and what it reports
 
 A new version is built in a hidden staging folder, fsynced, renamed to ``v-<stamp>`` and only then
 made current by atomically replacing ``manifest.json``. Until that rename the previous version is
@@ -28,12 +29,17 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from mcpower.errors import DatasetLockedError, IngestError, InvalidManifestError, McpowerError
 from mcpower.manifest import MANIFEST_NAME, MAX_MANIFEST_BYTES, Manifest, now_utc, read_manifest
+from mcpower.results import WatchState
 
 logger = logging.getLogger(__name__)
 
 LOCK_NAME = ".lock"
+WATCH_NAME = ".watch"
+MAX_WATCH_BYTES = 2048  # a WatchState as JSON is a few hundred bytes
 STAGING_PREFIX = ".staging-"
 VERSION_PREFIX = "v-"
 
@@ -269,3 +275,76 @@ def resolve_inside(folder: Path, rel: str) -> Path:
     if not stat.S_ISREG(mode):
         raise InvalidManifestError(f"{folder.name}: {rel!r} is not a regular file")
     return target
+
+
+class WatchClaim:
+    """One process's claim to watch a dataset: an exclusive flock on ``<folder>/.watch``, held while
+    it watches (the kernel drops it when the process dies), the file holding its WatchState as JSON.
+
+    Several servers started with ``--watch`` (every stdio client starts its own) re-index a dataset
+    once: the one holding the claim does; the others try again later.
+    """
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    @staticmethod
+    def take(folder: Path) -> WatchClaim | None:
+        """The claim, or None when another process (or claim) holds it.
+
+        Raises:
+            OSError: the file cannot be created (read-only datasets folder ...).
+        """
+        fd = os.open(folder / WATCH_NAME, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise OSError(errno.EINVAL, "not a regular file")
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        except BaseException:
+            os.close(fd)
+            raise
+        return WatchClaim(fd)
+
+    def write(self, state: WatchState) -> None:
+        """Publish ``state`` for readers (best effort: a full disk only loses the report)."""
+        data = state.model_dump_json().encode()[:MAX_WATCH_BYTES]
+        try:
+            os.pwrite(self._fd, data, 0)
+            os.ftruncate(self._fd, len(data))
+        except OSError as e:
+            logger.warning("cannot write the watch state: %s", e.strerror)
+
+    def release(self) -> None:
+        """Give the claim up (closing the file releases the flock)."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+def read_watch(folder: Path) -> WatchState | None:
+    """What the live watcher of the dataset in ``folder`` reports; None if no process watches it."""
+    try:
+        fd = os.open(folder / WATCH_NAME, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pass  # held: a watcher is alive
+        else:
+            return None  # a file left by a watcher that has exited
+        data = os.pread(fd, MAX_WATCH_BYTES + 1, 0)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    try:
+        return WatchState.model_validate_json(data)
+    except ValidationError:  # being rewritten this instant, or not ours: still a live watcher
+        return WatchState(state="watching", pid=0)

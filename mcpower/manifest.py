@@ -14,30 +14,23 @@ import os
 import re
 import stat
 from datetime import datetime, timezone
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 from mcpower.defaults import DEFAULT_TOP_K, Backend
+from mcpower.defaults import ID_PATTERN as ID_PATTERN  # the id rule and the manifest's bounds live in
+from mcpower.defaults import MANIFEST_NAME as MANIFEST_NAME  # defaults.py (the cold search reads them
+from mcpower.defaults import MAX_ID_CHARS as MAX_ID_CHARS  # without this module); importable from here
+from mcpower.defaults import MAX_MANIFEST_BYTES as MAX_MANIFEST_BYTES
+from mcpower.defaults import is_valid_id as is_valid_id
 from mcpower.errors import InvalidManifestError
 
-MANIFEST_NAME = "manifest.json"
-# The original design caps manifests at 10 KB: they are pointers, never data. Checked before reading.
-MAX_MANIFEST_BYTES = 10 * 1024
-# Dataset ids: lowercase letters, digits and hyphens, 1-64 of them (the original design's rule).
-ID_PATTERN = r"^[a-z0-9-]+$"
-MAX_ID_CHARS = 64
-_ID = re.compile(r"[a-z0-9-]{1,64}")
 # Chunking bounds a manifest accepts (and ingest checks before it embeds anything).
 MIN_CHUNK_TOKENS, MAX_CHUNK_TOKENS = 16, 8192
 MAX_OVERLAP = 4096
-
-
-def is_valid_id(value: object) -> bool:
-    """Whether ``value`` is a well-formed dataset id."""
-    return isinstance(value, str) and _ID.fullmatch(value) is not None
 
 
 def slugify(name: str) -> str:
@@ -83,6 +76,48 @@ class Checksums(_Model):
     metadata: str = Field(pattern=r"^[0-9a-f]{64}$")
 
 
+# The source record is the only part of a manifest whose size the user chooses (folder path, globs):
+# capped so that it and the rest (about 1.5 KB as ingest writes them) stay under the 10 KB limit.
+MAX_SOURCE_JSON_BYTES = 4096
+MAX_SOURCE_PATH_CHARS = 1024
+MAX_PATTERNS, MAX_PATTERN_CHARS = 32, 256
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+class SourceInfo(_Model):
+    """Where a dataset was ingested from and how, so `--watch` can ingest it again the same way.
+
+    Read from disk, so untrusted: the path must be absolute and free of control characters, and it
+    is never shown to MCP clients.
+    """
+
+    path: str = Field(min_length=2, max_length=MAX_SOURCE_PATH_CHARS)
+    include: tuple[str, ...] = Field((), max_length=MAX_PATTERNS)
+    exclude: tuple[str, ...] = Field((), max_length=MAX_PATTERNS)
+    follow_symlinks: bool = Field(False, strict=True)
+    max_file_bytes: int = Field(ge=1, le=1 << 40, strict=True)
+
+    @field_validator("path")
+    @classmethod
+    def _absolute(cls, v: str) -> str:
+        if not PurePosixPath(v).is_absolute() or _CONTROL.search(v) or ".." in PurePosixPath(v).parts:
+            raise ValueError("must be an absolute folder path without control characters or '..'")
+        return v
+
+    @field_validator("include", "exclude")
+    @classmethod
+    def _patterns(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        if any(len(p) > MAX_PATTERN_CHARS or _CONTROL.search(p) for p in v):
+            raise ValueError(f"patterns must be at most {MAX_PATTERN_CHARS} characters, without control characters")
+        return v
+
+    @model_validator(mode="after")
+    def _small(self) -> SourceInfo:
+        if len(self.model_dump_json(by_alias=True).encode()) > MAX_SOURCE_JSON_BYTES:
+            raise ValueError(f"the source record must take at most {MAX_SOURCE_JSON_BYTES} bytes")
+        return self
+
+
 class DatasetInfo(_Model):
     """Everything needed to list, verify and search a dataset later, whichever store holds it."""
 
@@ -102,6 +137,8 @@ class DatasetInfo(_Model):
     created_at: datetime
     updated_at: datetime
     mcpower_version: str = Field(min_length=1, max_length=32)
+    # Datasets ingested before the source folder was recorded have none (and cannot be watched).
+    source: SourceInfo | None = None
 
     @field_validator("name", "description")
     @classmethod
@@ -127,6 +164,8 @@ class Manifest(DatasetInfo):
     def to_json(self) -> str:
         """The manifest as written to disk, its keys in the order they have always had."""
         data = self.model_dump(mode="json", by_alias=True)
+        if data.get("source") is None:
+            data.pop("source", None)  # as manifests were written before the field existed
         ordered = {key: data.pop(key) for key in _KEY_ORDER if key in data}
         return json.dumps({**ordered, **data}, ensure_ascii=False, indent=2) + "\n"
 

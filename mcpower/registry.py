@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from mcpower.checksums import FileHashes
 from mcpower.errors import DatasetNotFoundError, DatasetUnavailableError, EmbeddingModelError, McpowerError
+from mcpower.freshness import Freshness
 from mcpower.manifest import DatasetInfo, is_valid_id
 from mcpower.store import Catalog, DatasetEntry, Store
 from mcpower.store.local import LocalCatalog
@@ -60,6 +61,7 @@ class Registry:
         self._embedders: dict[str, Embedder] = {}
         self._lock = threading.RLock()
         self._load_locks: dict[str, threading.Lock] = {}
+        self.freshness = Freshness()  # whether results' source files changed since they were indexed
         self._logged: set[tuple[str, str]] = set()
         self.scan()
 
@@ -106,6 +108,14 @@ class Registry:
     def entry(self, dataset_id: str) -> DatasetEntry:
         """Raises DatasetNotFoundError (listing the ids there are) for an unknown id."""
         return self._find(dataset_id)[0]
+
+    def catalog(self, dataset_id: str) -> Catalog:
+        """The catalog that holds a dataset (to write a new version of it).
+
+        Raises:
+            DatasetNotFoundError.
+        """
+        return self._find(dataset_id)[1]
 
     def _find(self, dataset_id: str) -> tuple[DatasetEntry, Catalog]:
         with self._lock:

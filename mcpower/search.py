@@ -48,14 +48,18 @@ from mcpower.results import (
     SourceResponse,
     clip_chars,
     clip_json,
+    clip_json_tokens,
+    estimate_tokens,
 )
 from mcpower.store import MAX_CHUNK_ID, ChunkHit, Store
 from mcpower.terms import query_terms
 
 SCOPES = ("chunk", "neighbors", "section")
-# The shortest snippet a result keeps while a response is shrunk to fit its byte budget.
+# The shortest snippet a result keeps while a response is shrunk to fit its budget.
 MIN_SNIPPET_CHARS = 64
-_RESULTS = TypeAdapter(list[SearchResult])
+# Deepest result a page may start at: every page re-ranks offset + top_k candidates.
+MAX_OFFSET = 1000
+_RESULT = TypeAdapter(SearchResult)
 
 
 def search(
@@ -68,11 +72,17 @@ def search(
     min_score: float = 0.0,
     snippet_chars: int = MAX_SNIPPET_CHARS,
     max_bytes: int | None = None,
+    max_tokens: int | None = None,
+    offset: int | None = None,
 ) -> SearchResponse:
     """Search one dataset, or every ready dataset when ``dataset`` is None, and merge.
 
-    Filters apply inside each candidate list, before the top k is taken. With ``max_bytes``, the
-    results as JSON are kept under that many bytes: snippets shortened first, then results dropped.
+    Filters apply inside each candidate list, before the top k is taken. ``offset`` skips that many
+    results; when it or ``max_tokens`` is given, ``meta.next_offset`` says where the next page starts
+    (a plain search answers as it did before pages existed). With ``max_bytes`` (the results as JSON)
+    or ``max_tokens`` (the whole response, estimated by results.estimate_tokens), the answer is made
+    to fit: snippets shortened first, then results left out (one result always stays), and
+    ``meta.truncated`` says so.
 
     Raises:
         InvalidQueryError, InvalidTopKError, DatasetNotFoundError, DatasetUnavailableError,
@@ -85,6 +95,12 @@ def search(
         validate_top_k(top_k)
     if not 0.0 <= min_score <= 1.0:
         raise InvalidQueryError(f"min_score must be between 0 and 1, got {min_score}")
+    paging = offset is not None or max_tokens is not None
+    offset = 0 if offset is None else offset
+    if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset <= MAX_OFFSET:
+        raise InvalidQueryError(f"offset must be a whole number from 0 to {MAX_OFFSET}, got {str(offset)[:20]}")
+    if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1):
+        raise InvalidQueryError(f"max_tokens must be a positive whole number, got {str(max_tokens)[:20]}")
     if m != "keyword":
         registry.prefetch_embedder(dataset)
     notes: list[str] = []
@@ -114,37 +130,92 @@ def search(
         if len(stores) == 1
         else max((s.info.default_top_k for s in stores), default=DEFAULT_TOP_K)
     )
+    depth = offset + k + 1 if paging else k  # one more tells whether there is a next page
     merged: list[tuple[float, str, int, ChunkHit]] = []
     terms = query_terms(q)
     for store in stores:
         # Equal scores keep their store's order (by chunk id; by raw cosine for semantic scores clipped to 0).
-        for rank, (chunk, score) in enumerate(_search_store(registry, store, q, k, m, filters)):
+        for rank, (chunk, score) in enumerate(_search_store(registry, store, q, depth, m, filters)):
             merged.append((score, store.info.id, rank, chunk))
     merged.sort(key=lambda t: (-t[0], t[1], t[2]))
-    picked = [(store_id, hit, score) for score, store_id, _, hit in merged if score >= min_score][:k]
-    results = [_result(store_id, hit, score, terms, snippet_chars) for store_id, hit, score in picked]
-    if max_bytes is not None:
-        # Long or multi-byte chunks: shorter snippets, then fewer results, until the answer fits.
-        while len(_RESULTS.dump_json(results)) > max_bytes and snippet_chars > MIN_SNIPPET_CHARS:
-            snippet_chars //= 2
-            results = [_result(store_id, hit, score, terms, snippet_chars) for store_id, hit, score in picked]
-        while len(results) > 1 and len(_RESULTS.dump_json(results)) > max_bytes:
-            results.pop()
-    best = merged[0][0] if merged else None
-    return SearchResponse(
-        status="ok" if results else "empty",
-        results=results,
-        meta=SearchMeta(
-            datasets=[s.info.id for s in stores],
-            mode=m,
-            limit=k,
-            count=len(results),
-            duration_ms=round((time.perf_counter() - started) * 1000, 2),
-            low_confidence=is_low_confidence(m, best),
-            min_score=min_score,
-            notes=notes,
-        ),
+    ranked = [(store_id, hit, score) for score, store_id, _, hit in merged if score >= min_score]
+    sources = {s.info.id: s.info.source for s in stores}
+    picked = [
+        (store_id, hit, score, registry.freshness.stale(sources[store_id], hit.path, hit.size, hit.mtime))
+        for store_id, hit, score in ranked[offset : offset + k]
+    ]
+    meta = SearchMeta(
+        datasets=[s.info.id for s in stores],
+        mode=m,
+        limit=k,
+        count=0,
+        duration_ms=0.0,
+        low_confidence=is_low_confidence(m, merged[0][0] if merged else None),
+        min_score=min_score,
+        notes=notes,
+        offset=offset if paging else None,
+        next_offset=offset + len(picked) if len(ranked) > offset + len(picked) and paging else None,
     )
+    results, cut = _fit(picked, terms, snippet_chars, max_bytes, max_tokens, meta)
+    if cut:
+        meta.truncated = True
+        meta.next_offset = offset + len(results)
+    elif max_tokens is not None:
+        meta.truncated = False
+    meta.count = len(results)
+    response = SearchResponse(status="ok" if results else "empty", results=results, meta=meta)
+    response.meta.duration_ms = round((time.perf_counter() - started) * 1000, 2)
+    if max_tokens is not None:
+        for _ in range(2):  # the count is part of what it counts
+            response.meta.estimated_tokens = estimate_tokens(response.model_dump_json())
+    return response
+
+
+def _fit(
+    picked: list[tuple[str, ChunkHit, float, bool]],
+    terms: list[str],
+    snippet_chars: int,
+    max_bytes: int | None,
+    max_tokens: int | None,
+    meta: SearchMeta,
+) -> tuple[list[SearchResult], bool]:
+    """The results of ``picked``, shortened to fit the budgets; and whether anything was cut.
+
+    Long or multi-byte chunks: shorter snippets, then fewer results (never none), until the results
+    take at most ``max_bytes`` as JSON and the whole response at most ``max_tokens`` (estimated).
+    """
+
+    def results_of(chars: int) -> list[SearchResult]:
+        return [_result(store_id, hit, score, terms, chars, stale) for store_id, hit, score, stale in picked]
+
+    if max_bytes is None and max_tokens is None:
+        return results_of(snippet_chars), False
+
+    def build(chars: int) -> tuple[list[SearchResult], list[int], list[int]]:
+        results = results_of(chars)
+        dumped = [_RESULT.dump_json(r) for r in results]
+        tokens = [estimate_tokens(d.decode()) for d in dumped] if max_tokens is not None else []
+        return results, [len(d) for d in dumped], tokens
+
+    # The response around the results, with every field the budget may add, is a fixed cost.
+    frame = SearchMeta(**{**meta.model_dump(), "truncated": True, "next_offset": 10**6, "estimated_tokens": 10**6})
+    envelope = estimate_tokens(SearchResponse(status="empty", meta=frame).model_dump_json())
+
+    def fits(sizes: list[int], tokens: list[int], n: int) -> bool:
+        json_bytes = sum(sizes[:n]) + max(n - 1, 0) + 2  # "[a,b]"
+        return (max_bytes is None or json_bytes <= max_bytes) and (
+            max_tokens is None or envelope + sum(tokens[:n]) + n <= max_tokens
+        )
+
+    chars = snippet_chars
+    results, sizes, tokens = build(chars)
+    while not fits(sizes, tokens, len(results)) and chars > MIN_SNIPPET_CHARS:
+        chars //= 2
+        results, sizes, tokens = build(chars)
+    n = len(results)
+    while n > 1 and not fits(sizes, tokens, n):
+        n -= 1
+    return results[:n], chars < snippet_chars or n < len(results)
 
 
 def rank_paths(registry: Registry, query: str, dataset: str, depth: int, mode: str = "hybrid") -> list[str]:
@@ -231,17 +302,21 @@ def get_source(
     scope: str = "neighbors",
     max_chars: int | None = None,
     max_bytes: int | None = None,
+    max_tokens: int | None = None,
 ) -> SourceResponse:
     """The text behind a result: the chunk, the chunk with its neighbors, or its heading section.
 
     Text comes from the stored document by line range, so overlapping chunks are not repeated. It
-    is cut to ``max_chars`` characters and to ``max_bytes`` bytes as JSON, if given.
+    is cut to ``max_chars`` characters and to ``max_bytes`` bytes as JSON, if given, and so that the
+    whole response takes at most ``max_tokens`` (estimated; the other fields are never cut).
 
     Raises:
         ResultNotFoundError, InvalidQueryError (bad scope).
     """
     if scope not in SCOPES:
         raise InvalidQueryError(f"scope must be chunk, neighbors or section, got {str(scope)[:20]!r}")
+    if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1):
+        raise InvalidQueryError(f"max_tokens must be a positive whole number, got {str(max_tokens)[:20]}")
     store, hit = resolve(registry, result_id)
     if scope == "chunk":
         around = [hit]
@@ -256,19 +331,26 @@ def get_source(
     clipped = content[:max_chars] if max_chars is not None else content
     if max_bytes is not None:
         clipped = clip_json(clipped, max_bytes)
-    return SourceResponse(
+    response = SourceResponse(
         result_id=result_id,
         dataset=store.info.id,
-        content=clipped,
+        content="",
         scope=scope,
         source_path=hit.path,
         title=hit.title,
         heading_path=clip_chars(hit.heading_path, MAX_HEADING_CHARS),
         chunk_index=hit.ordinal,
         lines=Lines(start=start, end=end),
-        truncated=len(clipped) < len(content),
+        truncated=True,  # the longer of the two values, while the frame is measured
         retrieved_at=utc_now_iso(),
+        indexed_at=hit.indexed_at,
+        stale=registry.freshness.stale(store.info.source, hit.path, hit.size, hit.mtime),
     )
+    if max_tokens is not None:
+        frame = estimate_tokens(response.model_dump_json()) - 1  # less the empty content's quotes
+        clipped = clip_json_tokens(clipped, max(max_tokens - frame, 0))
+    response.content, response.truncated = clipped, len(clipped) < len(content)
+    return response
 
 
 def get_metadata(registry: Registry, result_id: str) -> MetadataResponse:
@@ -293,10 +375,13 @@ def get_metadata(registry: Registry, result_id: str) -> MetadataResponse:
         indexed_at=doc.indexed_at,
         chunk_index=hit.ordinal,
         chunk_count=store.chunk_count(hit.document_id),
+        stale=registry.freshness.stale(store.info.source, doc.path, doc.size, doc.mtime),
     )
 
 
-def _result(dataset: str, hit: ChunkHit, score: float, terms: list[str], snippet_chars: int) -> SearchResult:
+def _result(
+    dataset: str, hit: ChunkHit, score: float, terms: list[str], snippet_chars: int, stale: bool
+) -> SearchResult:
     return SearchResult(
         result_id=make_result_id(dataset, hit.id),
         score=round(min(max(score, 0.0), 1.0), 4),
@@ -307,6 +392,8 @@ def _result(dataset: str, hit: ChunkHit, score: float, terms: list[str], snippet
         heading_path=clip_chars(hit.heading_path, MAX_HEADING_CHARS),
         lines=Lines(start=hit.start_line, end=hit.end_line),
         dataset=dataset,
+        indexed_at=hit.indexed_at,
+        stale=stale,
     )
 
 

@@ -55,7 +55,19 @@ class MemoryStore:
     def _hit(self, c: ChunkRow) -> ChunkHit:
         d = self._docs[c.document_id]
         return ChunkHit(
-            c.id, c.ordinal, c.heading_path, c.start_line, c.end_line, c.text, d.path, d.title, d.file_type, d.id
+            c.id,
+            c.ordinal,
+            c.heading_path,
+            c.start_line,
+            c.end_line,
+            c.text,
+            d.path,
+            d.title,
+            d.file_type,
+            d.id,
+            d.indexed_at,
+            d.size,
+            d.mtime,
         )
 
     def _allowed(self, where: SearchFilters | None) -> list[int]:
@@ -116,7 +128,8 @@ class MemoryStore:
 
     def documents(self) -> list[DocumentSummary]:
         return sorted(
-            (DocumentSummary(d.path, d.title, d.file_type, d.size) for d in self._docs.values()), key=lambda d: d.path
+            (DocumentSummary(d.path, d.title, d.file_type, d.size, d.mtime) for d in self._docs.values()),
+            key=lambda d: d.path,
         )
 
     def iter_documents(self) -> Iterator[tuple[DocumentRow, list[ChunkRow]]]:

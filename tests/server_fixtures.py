@@ -183,9 +183,10 @@ class StdioServer:
         self.stdout_lines: list[bytes] = []
         self.stderr_lines: list[bytes] = []
         self._out: queue.Queue[bytes | None] = queue.Queue()
+        self._err: queue.Queue[bytes | None] = queue.Queue()  # for wait_log
         self._readers = [
             threading.Thread(target=self._pump, args=(self.proc.stdout, self.stdout_lines, self._out), daemon=True),
-            threading.Thread(target=self._pump, args=(self.proc.stderr, self.stderr_lines, None), daemon=True),
+            threading.Thread(target=self._pump, args=(self.proc.stderr, self.stderr_lines, self._err), daemon=True),
         ]
         for t in self._readers:
             t.start()
@@ -270,6 +271,28 @@ class StdioServer:
 
     def call_tool(self, name: str, arguments: dict[str, Any], timeout: float = 60.0) -> dict[str, Any]:
         return self.call("tools/call", {"name": name, "arguments": arguments}, timeout)
+
+    def wait_log(self, event: str, timeout: float = 60.0, must: bool = True) -> dict[str, Any] | None:
+        """The next log record (a JSON line on stderr) whose ``event`` is ``event``; fails after
+        ``timeout`` seconds or once stderr closes (or returns None then, unless ``must``)."""
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                line = self._err.get(timeout=left)
+            except queue.Empty:
+                break
+            if line is None:
+                self._err.put(None)  # closed for every later wait too
+                break
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict) and record.get("event") == event:
+                return record
+        if must:
+            raise AssertionError(f"no {event} logged within {timeout} s; stderr:\n{self.stderr()}")
+        return None
 
     # -- ending
 

@@ -345,9 +345,9 @@ def test_datasets_lists(dsdir: Path) -> None:
     assert result.exit_code == 0
     manifest = read_manifest(dsdir / "docs" / MANIFEST_NAME)
     header, row, description = result.stdout.splitlines()
-    assert header.split() == ["DATASET", "DOCS", "CHUNKS", "UPDATED", "NAME", "/", "DESCRIPTION"]
+    assert header.split() == ["DATASET", "DOCS", "CHUNKS", "UPDATED", "(UTC)", "WATCH", "NAME", "/", "DESCRIPTION"]
     updated = manifest.updated_at.isoformat()[:16].replace("T", " ")
-    assert row.split() == ["docs", "5", str(manifest.counts.chunks), *updated.split(), "corpus"]
+    assert row.split() == ["docs", "5", str(manifest.counts.chunks), *updated.split(), "not", "watched", "corpus"]
     assert description.strip() == manifest.description
 
 
@@ -391,3 +391,67 @@ def test_help_lists_the_commands() -> None:
     assert result.exit_code == 0
     for command in ("ingest", "search", "validate", "datasets"):
         assert command in result.stdout
+
+
+# ------------------------------------------------------------------ freshness, pages, watching
+
+
+def test_search_marks_stale_results(dsdir: Path, corpus: Path) -> None:
+    fresh = invoke("search", "docs", "harpsichord", "--datasets-dir", dsdir, "--mode", "keyword")
+    assert fresh.exit_code == 0 and "stale" not in fresh.stdout
+    (corpus / "notes.txt").write_text("We agreed to ship the harpsichord feature next year.\n")
+
+    result = invoke("search", "docs", "harpsichord", "--datasets-dir", dsdir, "--mode", "keyword")
+
+    assert result.exit_code == 0, result.output
+    assert "notes.txt:1-3  (stale: the file changed since it was indexed" in result.stdout
+    data = json.loads(invoke("search", "docs", "harpsichord", "--datasets-dir", dsdir, "--json").stdout)
+    assert data["results"][0]["stale"] is True and data["results"][0]["indexed_at"]
+
+
+def test_search_pages(dsdir: Path) -> None:
+    first = invoke("search", "docs", "zephyrine", "--datasets-dir", dsdir, "-k", "1", "--offset", "0")
+    assert first.exit_code == 0 and "more with --offset 1" in first.stderr
+    data = json.loads(
+        invoke("search", "docs", "zephyrine", "--datasets-dir", dsdir, "--json", "--max-tokens", "150").stdout
+    )
+    assert data["meta"]["truncated"] is True and data["meta"]["estimated_tokens"] >= 1
+
+
+def test_datasets_shows_the_watch_state_and_the_source_folder(dsdir: Path, corpus: Path) -> None:
+    from mcpower.layout import WatchClaim
+    from mcpower.results import WatchState
+
+    claim = WatchClaim.take(dsdir / "docs")
+    assert claim is not None
+    try:
+        claim.write(WatchState(state="source_missing", message="its source folder was deleted or renamed", pid=1))
+        result = invoke("datasets", "--datasets-dir", dsdir)
+        assert "source missing" in result.stdout and "deleted or renamed" in result.stdout
+        (row,) = json.loads(invoke("datasets", "--datasets-dir", dsdir, "--json").stdout)["datasets"]
+        assert (row["watched"], row["watch_state"], row["source"]) == (True, "source_missing", str(corpus.resolve()))
+    finally:
+        claim.release()
+    (row,) = json.loads(invoke("datasets", "--datasets-dir", dsdir, "--json").stdout)["datasets"]
+    assert (row["watched"], row["watch_state"]) == (False, None)
+
+
+def test_ingest_watch_refuses_a_dataset_another_process_watches(dsdir: Path, corpus: Path) -> None:
+    from mcpower.layout import WatchClaim
+
+    claim = WatchClaim.take(dsdir / "docs")
+    assert claim is not None
+    try:
+        result = invoke("ingest", corpus, "--id", "docs", "--datasets-dir", dsdir, "--watch", "-q")
+    finally:
+        claim.release()
+    assert result.exit_code == 1
+    assert (
+        "cannot watch docs: another mcpower process (a server started with --watch?) already watches it"
+        in result.stderr
+    )
+
+
+def test_serve_and_ingest_help_mention_watching() -> None:
+    assert "--watch" in invoke("serve", "--help").stdout
+    assert "--watch-debounce" in invoke("ingest", "--help").stdout

@@ -109,3 +109,44 @@ def test_a_dataset_error_is_said_once_where_it_belongs(corpus: Path, datasets_di
     searched = invoke("search", "good", "zephyrine", "--datasets-dir", datasets_dir)
     assert searched.exit_code == 0
     assert "gone" not in searched.output  # another dataset's error is not this command's business
+
+
+@pytest.mark.parametrize(
+    ("operator_model", "mode", "preloaded"),
+    [
+        (FakeEmbedder.model_name, "hybrid", True),  # the dataset's model is the operator's: loaded at once
+        ("all-MiniLM-L6-v2", "hybrid", False),  # another model: the dataset's own is loaded, once
+        (FakeEmbedder.model_name, "keyword", False),  # no model needed: none loaded
+    ],
+)
+def test_a_cold_search_loads_the_query_model_once_and_only_when_needed(
+    corpus: Path,
+    datasets_dir: Path,
+    fake_embedder: FakeEmbedder,
+    monkeypatch: pytest.MonkeyPatch,
+    operator_model: str,
+    mode: str,
+    preloaded: bool,
+) -> None:
+    import threading
+
+    ingest(corpus, datasets_dir, IngestOptions(dataset_id="docs"), embedder=FakeEmbedder())
+    monkeypatch.setenv("MCPOWER_MODEL", operator_model)
+    loads: list[tuple[str, str]] = fake_embedder.load_calls  # type: ignore[attr-defined]
+    loads.clear()
+    threads: list[str] = []
+    real_start = threading.Thread.start
+
+    def start(thread: threading.Thread) -> None:
+        threads.append(thread.name)
+        real_start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+
+    result = invoke("search", "docs", "zephyrine", "--mode", mode, "--datasets-dir", datasets_dir)
+
+    assert result.exit_code == 0, result.output
+    assert "install.md" in result.output or "usage.md" in result.output
+    assert ("mcpower-preload" in threads) is preloaded
+    want = [] if mode == "keyword" else [(FakeEmbedder.model_name, "onnx")]
+    assert loads == want  # one load of the dataset's model, whichever thread made it

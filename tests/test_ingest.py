@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from conftest import CORPUS_DOCUMENTS, FakeEmbedder, write_files
 
@@ -611,3 +612,84 @@ def test_the_datasets_folder_inside_the_source_is_not_ingested(corpus: Path) -> 
 
     assert report.documents == 5
     assert "datasets/docs/stray.md" not in dict(report.skipped)
+
+
+# ------------------------------------------------------------------ what --watch relies on
+
+
+def test_the_source_folder_and_its_options_are_recorded(corpus: Path, datasets_dir: Path) -> None:
+    run(corpus, datasets_dir, include=["guide/*"], exclude=["*.rst"], follow_symlinks=True, max_file_bytes=5000)
+
+    source = manifest_of(datasets_dir).source
+    assert source is not None
+    assert source.path == str(corpus.resolve())
+    assert (source.include, source.exclude, source.follow_symlinks, source.max_file_bytes) == (
+        ("guide/*",),
+        ("*.rst",),
+        True,
+        5000,
+    )
+
+
+def test_a_source_too_big_to_record_is_left_out_with_a_note(corpus: Path, datasets_dir: Path) -> None:
+    report = run(corpus, datasets_dir, exclude=[f"never-{n}-{'x' * 200}" for n in range(40)])
+
+    assert manifest_of(datasets_dir).source is None
+    assert report.notes and "source folder not recorded" in report.notes[0] and "--watch" in report.notes[0]
+    assert report.documents == 5  # the ingest itself went through
+
+
+def test_skip_unchanged_publishes_nothing_when_nothing_changed(corpus: Path, datasets_dir: Path) -> None:
+    run(corpus, datasets_dir, name="Notes", description="My notes")
+    before = (versions(datasets_dir), manifest_of(datasets_dir))
+
+    report = run(corpus, datasets_dir, name="Notes", description="My notes", skip_unchanged=True)
+
+    assert report.published is False and (report.unchanged, report.documents) == (5, 5)
+    assert (versions(datasets_dir), manifest_of(datasets_dir)) == before
+
+
+@pytest.mark.parametrize("change", ["touch", "options"])
+def test_skip_unchanged_still_publishes_new_file_times_and_options(
+    corpus: Path, datasets_dir: Path, change: str
+) -> None:
+    run(corpus, datasets_dir)
+    kwargs: dict[str, Any] = {}
+    if change == "touch":
+        st = (corpus / "notes.txt").stat()
+        os.utime(corpus / "notes.txt", ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    else:
+        kwargs["exclude"] = ["*.rst"]
+
+    report = run(corpus, datasets_dir, skip_unchanged=True, **kwargs)
+
+    assert report.published is True and report.embedded == 0
+    assert report.touched == (1 if change == "touch" else 0)
+
+
+def test_an_edited_file_keeps_the_vectors_of_its_unchanged_chunks(
+    tmp_path: Path, datasets_dir: Path, make_registry: Callable[[], Registry]
+) -> None:
+    sections = {n: f"## Part {n}\n\nThe ocarina lesson number {n} covers scales and breathing.\n" for n in range(6)}
+    src = write_files(tmp_path / "src", {"book.md": "# Book\n\n" + "\n".join(sections.values())})
+    run(src, datasets_dir, chunk_tokens=24, overlap=0)
+    store = make_registry().store("docs")
+    before = {c.id: c for _, cs in store.iter_documents() for c in cs}
+    assert len(before) >= 6
+    sections[3] = "## Part 3\n\nThe harpsichord replaces the ocarina in lesson three.\n"
+    (src / "book.md").write_text("# Book\n\n" + "\n".join(sections.values()))
+    fake = FakeEmbedder()
+
+    report = run(src, datasets_dir, chunk_tokens=24, overlap=0, embedder=fake)
+
+    assert report.changed == 1 and 1 <= report.embedded < len(before)
+    assert all("harpsichord" in t for t in fake.embedded)
+    registry = make_registry()
+    after = {c.id: c for _, cs in registry.store("docs").iter_documents() for c in cs}
+    kept = [i for i in after if i in before]
+    assert len(kept) == len(after) - report.embedded
+    # Carried vectors are the ones the text would get anyway.
+    vectors = registry.store("docs").vectors(kept)
+    expected = FakeEmbedder().embed_documents([f"{after[i].heading_path}\n{after[i].text}" for i in kept])
+    assert np.allclose(vectors, expected)
+    assert [h.path for h in search(registry, "harpsichord", dataset="docs", mode="keyword").results] == ["book.md"]

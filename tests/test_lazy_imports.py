@@ -16,7 +16,7 @@ from conftest import FakeEmbedder
 
 from mcpower.ingestion import IngestOptions, ingest
 
-HEAVY = ("torch", "sentence_transformers", "faiss", "onnxruntime", "transformers")
+HEAVY = ("torch", "sentence_transformers", "faiss", "onnxruntime", "transformers", "watchfiles")
 
 # Runs `mcpower ARGS...` (or just imports a module) in this interpreter, then prints which heavy
 # modules ended up in sys.modules, as the last line of stdout.
@@ -58,7 +58,7 @@ def test_the_wrapper_sees_heavy_imports() -> None:
     assert "faiss" in loaded  # so an empty list below means something
 
 
-@pytest.mark.parametrize("module", ["mcpower", "mcpower.cli"])
+@pytest.mark.parametrize("module", ["mcpower", "mcpower.cli", "mcpower.watch"])
 def test_importing_loads_nothing_heavy(module: str) -> None:
     loaded, _ = loaded_after("import", module)
 

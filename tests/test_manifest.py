@@ -295,3 +295,70 @@ def test_directory_rejected(tmp_path: Path) -> None:
 
     with pytest.raises(InvalidManifestError, match="not a regular file"):
         read_manifest(tmp_path / "docs" / MANIFEST_NAME)
+
+
+# ---------------------------------------------------------------- the source record
+
+
+def source(**changes: object) -> dict[str, Any]:
+    record: dict[str, Any] = {
+        "path": "/home/me/notes",
+        "include": ["*.md"],
+        "exclude": [],
+        "followSymlinks": False,
+        "maxFileBytes": 10485760,
+    }
+    return {**record, **changes}
+
+
+def test_a_manifest_without_a_source_reads_and_writes_back_without_one(tmp_path: Path) -> None:
+    manifest = Manifest.model_validate(valid())
+    assert manifest.source is None
+    assert "source" not in json.loads(manifest.to_json())
+
+
+def test_the_source_record_round_trips(tmp_path: Path) -> None:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    manifest = Manifest.model_validate(with_field("source", source()))
+    read = read_manifest(write_manifest(manifest, folder))
+    assert read.source is not None
+    assert (read.source.path, read.source.include, read.source.max_file_bytes) == (
+        "/home/me/notes",
+        ("*.md",),
+        10485760,
+    )
+    assert list(json.loads((folder / MANIFEST_NAME).read_text()))[-1] == "source"  # after the older keys
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        source(path="notes"),  # relative
+        source(path="/home/me/../etc"),
+        source(path="/home/me/notes\n"),
+        source(path="/home/me/\x01notes"),
+        source(path="/" + "a" * 1024),
+        source(include=["*.md"] * 33),
+        source(exclude=["x" * 257]),
+        source(include=["ok\x00"]),
+        source(followSymlinks="yes"),
+        source(maxFileBytes=0),
+        source(maxFileBytes="10"),
+        source(extra=1),
+        "/home/me/notes",
+    ],
+)
+def test_a_bad_source_record_is_refused(tmp_path: Path, record: object) -> None:
+    with pytest.raises(InvalidManifestError, match="source"):
+        read_dict(tmp_path, with_field("source", record))
+
+
+def test_the_largest_source_record_keeps_the_manifest_under_its_limit(tmp_path: Path) -> None:
+    patterns = ["p" * 120] * 11  # two lists of these: about as much as the record's own limit allows
+    record = source(path="/" + "d" * 1000, include=patterns, exclude=patterns)
+    data = {**with_field("source", record), "name": "\U0001f600" * 128, "description": "\U0001f600" * 512}
+    manifest = Manifest.model_validate(data)
+    assert len(manifest.to_json().encode()) < MAX_MANIFEST_BYTES
+    with pytest.raises(InvalidManifestError, match="at most 4096 bytes"):
+        read_dict(tmp_path, with_field("source", source(path="/" + "d" * 1000, include=["p" * 200] * 16)))

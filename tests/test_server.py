@@ -29,7 +29,10 @@ pytestmark = pytest.mark.anyio
 
 DEFAULT_NAMES = {"knowledge_search", "knowledge_list_datasets", "knowledge_get_source", "knowledge_get_metadata"}
 SEED_NAMES = {"knowledge.search", "knowledge.listDatasets", "knowledge.getSource", "knowledge.getMetadata"}
-RESULT_FIELDS = {"result_id", "score", "title", "path", "snippet", "file_type", "heading_path", "lines", "dataset"}
+RESULT_FIELDS = {
+    *("result_id", "score", "title", "path", "snippet", "file_type", "heading_path", "lines", "dataset"),
+    *("indexed_at", "stale"),
+}
 
 
 # ---------------------------------------------------------------- fixtures
@@ -112,8 +115,9 @@ async def test_tools_list_default_names_schemas_and_descriptions(client: Client)
     props = tools["knowledge_search"].input_schema["properties"]
     assert tools["knowledge_search"].input_schema["required"] == ["query"]
     assert {"query", "dataset", "top_k", "mode", "path", "folder", "file_type", "min_score"} <= set(props)
+    assert {"max_tokens", "offset"} <= set(props)
     assert set(tools["knowledge_search"].output_schema["properties"]) >= {"status", "results", "meta"}
-    assert set(tools["knowledge_get_source"].input_schema["properties"]) == {"result_id", "scope"}
+    assert set(tools["knowledge_get_source"].input_schema["properties"]) == {"result_id", "scope", "max_tokens"}
 
 
 async def test_tool_names_seed(registry: Registry) -> None:
@@ -148,6 +152,10 @@ async def test_output_schemas_admit_results_and_errors(client: Client) -> None:
         ("knowledge_get_source", {"result_id": "garbage"}, True),
         ("knowledge_get_metadata", {"result_id": hit}, False),
         ("knowledge_get_metadata", {"result_id": "handbook:00000000000000ff"}, True),
+        ("knowledge_search", {"query": "zephyrine daemon", "max_tokens": 200}, False),
+        ("knowledge_search", {"query": "zephyrine daemon", "offset": 2, "top_k": 2}, False),
+        ("knowledge_search", {"query": "zephyrine daemon", "max_tokens": 0}, True),
+        ("knowledge_get_source", {"result_id": hit, "max_tokens": 100}, False),
     ]
     for name, args, is_error in calls:
         r = await client.call_tool(name, args)
@@ -279,6 +287,12 @@ SEARCH_ERRORS = [
     ("INVALID_QUERY", {"query": "toolkit", "min_score": 1.5}),
     ("INVALID_ARGUMENT", {"query": "toolkit", "dataset": "d" * 65}),
     ("INVALID_ARGUMENT", {"query": "toolkit", "folder": 7}),
+    ("INVALID_ARGUMENT", {"query": "toolkit", "max_tokens": 0}),
+    ("INVALID_ARGUMENT", {"query": "toolkit", "max_tokens": True}),
+    ("INVALID_ARGUMENT", {"query": "toolkit", "max_tokens": 10**7}),
+    ("INVALID_ARGUMENT", {"query": "toolkit", "offset": -1}),
+    ("INVALID_ARGUMENT", {"query": "toolkit", "offset": 1001}),
+    ("INVALID_ARGUMENT", {"query": "toolkit", "offset": "next"}),
 ]
 
 
@@ -541,3 +555,65 @@ async def test_reingest_is_picked_up_without_a_new_server(client: Client, tmp_pa
     assert "mcpower://handbook/guide/birds.md" in uris
     res = await client.read_resource("mcpower://handbook/notes.txt")
     assert "pelican" in res.contents[0].text  # type: ignore[union-attr]
+
+
+# ---------------------------------------------------------------- budgets, pages, freshness, watching
+
+
+async def test_search_budget_and_pages(client: Client) -> None:
+    plain = await search(client, query="zephyrine daemon option", dataset="handbook", top_k=6)
+    assert set(plain["meta"]) == {
+        "datasets",
+        "mode",
+        "limit",
+        "count",
+        "duration_ms",
+        "low_confidence",
+        "min_score",
+        "notes",
+    }
+    first = await search(client, query="zephyrine daemon option", dataset="handbook", top_k=3, offset=0)
+    second = await search(client, query="zephyrine daemon option", dataset="handbook", top_k=3, offset=3)
+    assert first["meta"]["next_offset"] == 3
+    ids = [r["result_id"] for r in first["results"] + second["results"]]
+    assert ids == [r["result_id"] for r in plain["results"]]
+    small = await search(client, query="zephyrine daemon option", dataset="handbook", top_k=6, max_tokens=250)
+    assert small["meta"]["truncated"] is True and small["meta"]["estimated_tokens"] <= 250
+    assert small["meta"]["next_offset"] == len(small["results"]) < 6
+
+
+async def test_get_source_budget(client: Client) -> None:
+    hit = (await search(client, query="zephyrine daemon", dataset="handbook"))["results"][0]["result_id"]
+    whole = structured(await client.call_tool("knowledge_get_source", {"result_id": hit, "scope": "section"}))
+    cut = structured(
+        await client.call_tool("knowledge_get_source", {"result_id": hit, "scope": "section", "max_tokens": 120})
+    )
+    assert whole["truncated"] is False and cut["truncated"] is True
+    assert whole["content"].startswith(cut["content"]) and len(cut["content"]) < len(whole["content"])
+
+
+async def test_results_and_documents_carry_freshness(client: Client) -> None:
+    result = (await search(client, query="harpsichord", dataset="handbook"))["results"][0]
+    assert result["stale"] is False and result["indexed_at"].endswith("+00:00")
+    meta = structured(await client.call_tool("knowledge_get_metadata", {"result_id": result["result_id"]}))
+    assert meta["stale"] is False and meta["indexed_at"] == result["indexed_at"]
+
+
+async def test_list_datasets_shows_updates_and_watching(client: Client, datasets: Path) -> None:
+    from mcpower.layout import WatchClaim
+    from mcpower.results import WatchState
+
+    listed = {d["id"]: d for d in structured(await client.call_tool("knowledge_list_datasets", {}))["datasets"]}
+    assert listed["handbook"]["watched"] is False and listed["handbook"]["updated_at"]
+    claim = WatchClaim.take(datasets / "handbook")
+    assert claim is not None
+    try:
+        claim.write(WatchState(state="source_missing", message="its source folder was deleted or renamed", pid=1))
+        listed = {d["id"]: d for d in structured(await client.call_tool("knowledge_list_datasets", {}))["datasets"]}
+        assert (listed["handbook"]["watched"], listed["handbook"]["watch_state"]) == (True, "source_missing")
+        assert "deleted or renamed" in listed["handbook"]["watch_message"]
+        assert listed["recipes"]["watched"] is False
+        schema = {t.name: t.output_schema for t in (await client.list_tools()).tools}["knowledge_list_datasets"]
+        jsonschema.validate({"datasets": list(listed.values())}, schema)
+    finally:
+        claim.release()

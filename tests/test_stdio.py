@@ -338,6 +338,10 @@ def test_node_client(node_client: Path, datasets: Path, launcher: Path) -> None:
     assert summary["textMatchesStructured"] is True
     assert summary["resources"] == len(HANDBOOK) + len(RECIPES)
     assert summary["errorCode"] == "DATASET_NOT_FOUND"
+    assert summary["budgetMeta"]["truncated"] is True and summary["budgetMeta"]["offset"] == 0
+    assert summary["stale"] == [False] * len(summary["results"])
+    assert summary["watched"] == [False, False]
+    assert summary["sourceTruncated"] is True
 
 
 # ---------------------------------------------------------------- the real model

@@ -8,6 +8,13 @@ and nowhere else in mcpower.
 
 from __future__ import annotations
 
+import os
+
+# pydantic reads the entry points of every installed distribution, looking for plugins, when it
+# builds its first model: 0.06 s of CPU in every cold command (0.2 s on a loaded machine). The
+# command uses no pydantic plugin; set PYDANTIC_DISABLE_PLUGINS yourself (empty) to load them.
+os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+
 from typing import Annotated, Any
 
 import typer

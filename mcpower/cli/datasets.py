@@ -69,11 +69,16 @@ def validate(
 
 
 def datasets(datasets_dir: DatasetsDir = None, milvus_uri: MilvusUri = None, as_json: JsonFlag = False) -> None:
-    """List the datasets under the datasets root."""
+    """List the datasets under the datasets root: counts, when each was last updated (UTC), whether
+    an mcpower process watches its source folder (`--watch`), and that folder (--json)."""
 
     s = settings(datasets_dir=datasets_dir, milvus_uri=milvus_uri)
     entries = open_registry(s).entries()
-    rows = [e.summary().model_dump() for e in entries]
+    rows: list[dict[str, Any]] = []
+    for e in entries:
+        source = e.info.source if e.info is not None and e.error is None else None
+        # The source folder is shown here, to the user at the terminal, never to MCP clients.
+        rows.append({**e.summary().model_dump(), "source": source.path if source else None})
     if as_json:
         print_json({"datasets": rows})
         return
@@ -81,17 +86,24 @@ def datasets(datasets_dir: DatasetsDir = None, milvus_uri: MilvusUri = None, as_
         typer.echo(no_datasets(s.datasets_dir), err=True)
         return
     width = max(len("DATASET"), *(len(r["id"]) for r in rows))
-    indent = width + 2 + 6 + 2 + 8 + 2 + 16 + 2
-    typer.echo(f"{'DATASET':<{width}}  {'DOCS':>6}  {'CHUNKS':>8}  {'UPDATED':<16}  NAME / DESCRIPTION")
+    typer.echo(
+        f"{'DATASET':<{width}}  {'DOCS':>6}  {'CHUNKS':>8}  {'UPDATED (UTC)':<16}  {'WATCH':<14}  NAME / DESCRIPTION"
+    )
     for r, e in zip(rows, entries):
         if r["status"] != "ready":
             typer.echo(f"{r['id']:<{width}}  error: {_message(r['id'], r['error'])}")
             continue
         updated = (r["updated_at"] or "")[:16].replace("T", " ")
-        typer.echo(f"{r['id']:<{width}}  {r['documents']:>6}  {r['chunks']:>8}  {updated:<16}  {r['name']}")
+        watched = (r["watch_state"] or "").replace("_", " ") if r["watched"] else "not watched"
+        typer.echo(
+            f"{r['id']:<{width}}  {r['documents']:>6}  {r['chunks']:>8}  {updated:<16}  {watched:<14}  {r['name']}"
+        )
+        indent = width + 2 + 6 + 2 + 8 + 2 + 16 + 2 + 14 + 2
         description = " ".join((r["description"] or "").split())
         if description and description != r["name"]:
             typer.echo(" " * indent + textwrap.shorten(description, width=max(40, 118 - indent), placeholder=" …"))
+        if r["watch_message"]:
+            typer.echo(" " * indent + r["watch_message"])
         if r["format"] == "original":
             typer.echo(
                 " " * indent + "original system's format, served read-only; "

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from mcpower.cli.common import DatasetsDir, JsonFlag, milvus_catalog, print_json, settings, setup_logging
+from mcpower.cli.common import DatasetsDir, JsonFlag, WatchDebounce, milvus_catalog, settings, setup_logging
 from mcpower.defaults import BACKENDS, DEFAULT_CHUNK_TOKENS, DEFAULT_MAX_FILE_MB, DEFAULT_OVERLAP
+
+if TYPE_CHECKING:
+    from mcpower.ingestion import IngestReport
 
 
 def ingest(
@@ -56,9 +60,14 @@ def ingest(
         bool, typer.Option("--wait", help="Wait for another ingest of this dataset instead of failing.")
     ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
+    watch: Annotated[
+        bool, typer.Option("--watch", help="Then keep watching the folder and re-ingest on changes (Ctrl-C stops).")
+    ] = False,
+    watch_debounce: WatchDebounce = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Build or update a dataset from a folder of documents (only changed files are re-embedded)."""
+    from mcpower import embedding
     from mcpower.ingestion import IngestOptions
     from mcpower.ingestion import ingest as run_ingest
 
@@ -66,7 +75,12 @@ def ingest(
     # SIGTERM unwinds like Ctrl-C, so the staging folder is removed on the way out.
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     s = settings(
-        datasets_dir=datasets_dir, milvus_uri=milvus_uri, model=model, backend=backend, max_file_mb=max_file_mb
+        datasets_dir=datasets_dir,
+        milvus_uri=milvus_uri,
+        model=model,
+        backend=backend,
+        max_file_mb=max_file_mb,
+        watch_debounce=watch_debounce,
     )
     options = IngestOptions(
         dataset_id=dataset_id,
@@ -85,43 +99,51 @@ def ingest(
         full=full,
         wait=wait,
     )
+    # Watching re-ingests with the same model: load it once for both.
+    emb = embedding.load_embedder(s.model, s.backend, s.cache_dir) if watch else None
     with _Progress(enabled=not quiet and not as_json) as progress:
         target = milvus_catalog(s) if s.milvus_uri else s.datasets_dir
-        report = run_ingest(path, target, options, progress=progress)
+        report = run_ingest(path, target, options, embedder=emb, progress=progress)
+    _show(report, as_json, compact=watch)
+    if watch:
+        from mcpower.cli.watching import watch_dataset
+
+        watch_dataset(report.dataset_id, s, emb, lambda r: _show(r, as_json, compact=True, location=False))
+
+
+def _show(report: IngestReport, as_json: bool, compact: bool = False, location: bool = True) -> None:
+    """The report: JSON (one line if ``compact``: one per re-ingest while watching) or text."""
     if as_json:
-        print_json(
-            {
-                "dataset": report.dataset_id,
-                "path": report.location,
-                **{
-                    k: getattr(report, k)
-                    for k in (
-                        "documents",
-                        "chunks",
-                        "embedded",
-                        "added",
-                        "changed",
-                        "removed",
-                        "unchanged",
-                        "full_rebuild",
-                    )
-                },
-                "skipped": [{"path": p, "reason": r} for p, r in report.skipped],
-                "seconds": round(report.seconds, 2),
-                "chunks_per_second": round(report.chunks_per_second, 1),
-            }
-        )
+        data = {
+            "dataset": report.dataset_id,
+            "path": report.location,
+            **{
+                k: getattr(report, k)
+                for k in ("documents", "chunks", "embedded", "added", "changed", "removed", "unchanged", "full_rebuild")
+            },
+            "published": report.published,
+            "skipped": [{"path": p, "reason": r} for p, r in report.skipped],
+            "seconds": round(report.seconds, 2),
+            "chunks_per_second": round(report.chunks_per_second, 1),
+        }
+        typer.echo(json.dumps(data, ensure_ascii=False, indent=None if compact else 2))
         return
     for rel, reason in report.skipped:
         typer.echo(f"skipped {rel}: {reason}", err=True)
+    for note in report.notes:
+        typer.echo(f"note: {note}", err=True)
     if report.rebuild_reason:
         typer.echo(f"full rebuild: {report.rebuild_reason}", err=True)
+    if not report.published:
+        typer.echo(f"{report.dataset_id}: nothing changed ({report.documents} documents)")
+        return
     typer.echo(
         f"{report.dataset_id}: {report.documents} documents, {report.chunks} chunks "
         f"({report.added} added, {report.changed} changed, {report.removed} removed, {report.unchanged} unchanged); "
         f"embedded {report.embedded} chunks in {report.seconds:.1f} s ({report.chunks_per_second:.0f} chunks/s)"
     )
-    typer.echo(f"dataset: {report.location}")
+    if location:
+        typer.echo(f"dataset: {report.location}")
 
 
 def _exit_on_sigterm(signum: int, frame: object) -> None:

@@ -25,14 +25,19 @@ def search(
     folder: Annotated[str | None, typer.Option("--folder", help="Only documents under this folder.")] = None,
     file_type: Annotated[str | None, typer.Option("--type", help="Only this file type, e.g. .md")] = None,
     min_score: Annotated[float, typer.Option(help="Drop results scoring below this (0-1).")] = 0.0,
+    offset: Annotated[int | None, typer.Option(min=0, help="Skip this many results (the next page).")] = None,
+    max_tokens: Annotated[
+        int | None, typer.Option(min=1, help="Approximate token budget for the JSON answer (see docs/search.md).")
+    ] = None,
     datasets_dir: DatasetsDir = None,
     milvus_uri: MilvusUri = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Search a dataset (or --all of them): hybrid keyword + semantic ranking, filters applied before the top k."""
+    """Search a dataset (or --all of them): hybrid keyword + semantic ranking, filters applied before the top k.
+
+    A result marked "stale" comes from a file that has changed or vanished since it was indexed.
+    """
     from mcpower.errors import InvalidQueryError
-    from mcpower.results import SearchFilters
-    from mcpower.search import search as run_search
 
     if every and query is not None:
         raise InvalidQueryError("with --all, give only the query: `mcpower search --all QUERY`")
@@ -42,7 +47,10 @@ def search(
     text = dataset if every else query
     assert text is not None
     s = settings(datasets_dir=datasets_dir, milvus_uri=milvus_uri)
-    registry = open_registry(s)
+    registry = open_registry(s, preload_for=target if mode != "keyword" else None)
+    from mcpower.results import SearchFilters
+    from mcpower.search import search as run_search
+
     filters = SearchFilters(path=path, folder=folder, file_type=file_type)
     response = run_search(
         registry,
@@ -53,6 +61,8 @@ def search(
         filters=filters,
         min_score=min_score,
         snippet_chars=2048 if as_json else 360,
+        offset=offset,
+        max_tokens=max_tokens,
     )
     if as_json:
         typer.echo(response.model_dump_json(indent=2))
@@ -78,14 +88,17 @@ def search(
             where = f"{r.dataset}/{where}"
         if r.heading_path and r.heading_path != r.title:
             where += f"  § {r.heading_path}"
-        typer.secho(f"    {where}", fg="cyan")
+        typer.secho(f"    {where}", fg="cyan", nl=not r.stale)
+        if r.stale:
+            typer.secho(f"  (stale: the file changed since it was indexed {r.indexed_at[:16]})", fg="yellow")
         body = " ".join(r.snippet.split())
         for line in textwrap.wrap(body, width - 4)[:4]:
             typer.echo(f"    {line}")
         typer.secho(f"    id {r.result_id}", dim=True)
     count = response.meta.count
+    more = f"; more with --offset {response.meta.next_offset}" if response.meta.next_offset is not None else ""
     typer.secho(
-        f"{count} result{'' if count == 1 else 's'} in {response.meta.duration_ms:.0f} ms ({response.meta.mode})",
+        f"{count} result{'' if count == 1 else 's'} in {response.meta.duration_ms:.0f} ms ({response.meta.mode}){more}",
         err=True,
         dim=True,
     )

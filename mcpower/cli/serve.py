@@ -9,11 +9,13 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from mcpower import __version__
-from mcpower.cli.common import DatasetsDir, MilvusUri, no_datasets, open_registry, settings
+from mcpower.cli.common import DatasetsDir, MilvusUri, WatchDebounce, no_datasets, open_registry, settings
 from mcpower.config import Settings
 
 if TYPE_CHECKING:
+    from mcpower.registry import Registry
     from mcpower.server.http import HttpOptions
+    from mcpower.watch import Watcher
 
 logger = logging.getLogger("mcpower")
 
@@ -70,6 +72,15 @@ def serve(
     ] = None,
     datasets_dir: DatasetsDir = None,
     milvus_uri: MilvusUri = None,
+    watch: Annotated[
+        bool | None,
+        typer.Option(
+            "--watch",
+            help="Re-ingest datasets when files in their source folders change [env MCPOWER_WATCH].",
+            show_default=False,
+        ),
+    ] = None,
+    watch_debounce: WatchDebounce = None,
     log_level: Annotated[
         str | None, typer.Option(help="debug, info, warning or error [env MCPOWER_LOG_LEVEL; default info].")
     ] = None,
@@ -88,6 +99,9 @@ def serve(
     ] = None,
 ) -> None:
     """Run the MCP server: over stdio (started by MCP clients), or over HTTP with --http.
+
+    With --watch, datasets whose source folder was recorded at ingest are re-ingested as their
+    files change; searches keep answering from the previous version meanwhile.
 
     Logs go to stderr as JSON lines.
     """
@@ -110,6 +124,8 @@ def serve(
         token_file=token_file,
         allow_origins=allow_origin or None,
         allow_hosts=allow_host or None,
+        watch=watch,
+        watch_debounce=watch_debounce,
     )
     if print_config is not None:
         from mcpower.server.clients import client_config, http_client_config
@@ -141,6 +157,7 @@ def serve(
             **({"milvus": display_uri(s.milvus_uri)} if s.milvus_uri else {}),
             "datasets": [e.id for e in entries if e.status == "ready"],
             "datasets_with_errors": [e.id for e in entries if e.status == "error"],
+            "watch": s.watch,
         },
     )
     if not entries:
@@ -148,11 +165,29 @@ def serve(
     if options is not None:
         from mcpower.server.http import run_http
 
-        run_http(registry, options, s.tool_names)
+        # Watching starts once the port is ours: a server that cannot listen must not re-ingest anything.
+        run_http(registry, options, s.tool_names, on_listening=lambda: start_watcher(registry, s))
         return
     from mcpower.server.stdio import run_stdio
 
-    run_stdio(create_server(registry, s.tool_names, threads=s.worker_threads))
+    server = create_server(registry, s.tool_names, threads=s.worker_threads)
+    start_watcher(registry, s)
+    run_stdio(server)
+
+
+def start_watcher(registry: Registry, s: Settings) -> Watcher | None:
+    """With ``--watch``, a running Watcher over the registry's datasets (for any transport).
+
+    It is not stopped: the transports end the process, which ends a re-ingest under way as a crash
+    would (crash-safe: the previous version stays) and releases the watch claims with it.
+    """
+    if not s.watch:
+        return None
+    from mcpower.watch import Watcher
+
+    watcher = Watcher(registry, quiet=s.watch_debounce)
+    watcher.start()
+    return watcher
 
 
 def _token_required(s: Settings) -> bool:

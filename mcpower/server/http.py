@@ -19,7 +19,7 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any, Literal
@@ -184,8 +184,14 @@ class _Uvicorn(uvicorn.Server):
             )
 
 
-def run_http(registry: Registry, options: HttpOptions, tool_names: Literal["default", "seed"] = "default") -> None:
-    """Serve over Streamable HTTP until SIGTERM or SIGINT; then drain and exit 0.
+def run_http(
+    registry: Registry,
+    options: HttpOptions,
+    tool_names: Literal["default", "seed"] = "default",
+    on_listening: Callable[[], object] | None = None,
+) -> None:
+    """Serve over Streamable HTTP until SIGTERM or SIGINT; then drain and exit 0. ``on_listening``
+    is called once the address is bound, before the first request is served.
 
     Raises:
         McpowerError: before serving, when the address or the access settings cannot be used.
@@ -196,6 +202,8 @@ def run_http(registry: Registry, options: HttpOptions, tool_names: Literal["defa
     except McpowerError:
         server.close()
         raise
+    if on_listening is not None:
+        on_listening()
     config = uvicorn.Config(
         app,
         lifespan="on",

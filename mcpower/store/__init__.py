@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 from mcpower.errors import McpowerError
 from mcpower.manifest import DatasetInfo
-from mcpower.results import DatasetSummary, SearchFilters
+from mcpower.results import DatasetSummary, SearchFilters, WatchState
 
 if TYPE_CHECKING:
     import numpy as np
@@ -89,6 +89,11 @@ class ChunkHit:
     title: str
     file_type: str
     document_id: int
+    # The document's file as ingested, for freshness: a result says when it was indexed, and whether
+    # the file has changed since (another size or modification time).
+    indexed_at: str = ""
+    size: int = -1
+    mtime: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -99,6 +104,7 @@ class DocumentSummary:
     title: str
     file_type: str
     size: int
+    mtime: float = 0.0  # as recorded at ingest (watching compares it with the file's)
 
 
 MAX_CHUNK_ID = 0x7FFF_FFFF_FFFF_FFFF  # chunk ids are non-negative int64 (FAISS ids are signed)
@@ -194,6 +200,7 @@ class DatasetEntry:
     version: object = field(default=None, repr=False, compare=False)
     handle: object = field(default=None, repr=False, compare=False)  # the catalog's own: a folder ...
     notes: list[str] = field(default_factory=list, compare=False)  # worth knowing, not errors
+    watch: WatchState | None = field(default=None, compare=False)  # a live watcher's report, if one watches it
 
     @property
     def status(self) -> Literal["ready", "error"]:
@@ -215,6 +222,9 @@ class DatasetEntry:
             backend=m.embedding.backend,
             updated_at=m.updated_at.isoformat(),
             format=m.format,
+            watched=self.watch is not None,
+            watch_state=self.watch.state if self.watch else None,
+            watch_message=self.watch.message if self.watch else None,
         )
 
 

@@ -31,6 +31,13 @@ const text = result.content?.[0]?.text ?? "";
 const structured = result.structuredContent ?? {};
 const { resources } = await client.listResources();
 const failed = await client.callTool({ name: "knowledge_search", arguments: { query, dataset: "no-such-dataset" } });
+// Budgets, pages, freshness and the watch fields: optional members of the output schemas.
+const budgeted = await client.callTool({ name: "knowledge_search", arguments: { query, top_k: 3, max_tokens: 150, offset: 0 } });
+const listed = await client.callTool({ name: "knowledge_list_datasets", arguments: {} });
+const source = await client.callTool({
+  name: "knowledge_get_source",
+  arguments: { result_id: structured.results?.[0]?.result_id ?? "x:0000000000000000", max_tokens: 100 },
+});
 
 console.log(
   JSON.stringify({
@@ -43,6 +50,10 @@ console.log(
     textMatchesStructured: JSON.stringify(JSON.parse(text)) === JSON.stringify(structured),
     resources: resources.length,
     errorCode: failed.isError ? failed.structuredContent?.error?.code : null,
+    budgetMeta: budgeted.structuredContent?.meta ?? null,
+    stale: (structured.results ?? []).map((r) => r.stale),
+    watched: (listed.structuredContent?.datasets ?? []).map((d) => d.watched),
+    sourceTruncated: source.structuredContent?.truncated ?? null,
   }),
 );
 await client.close();

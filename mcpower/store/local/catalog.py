@@ -23,6 +23,7 @@ from mcpower.layout import (
     find_manifests,
     leftover_staging,
     publish,
+    read_watch,
     remove_if_unpublished,
     stamp_of,
     write_error,
@@ -95,6 +96,7 @@ class LocalCatalog:
                     f"leftover {name} from an interrupted ingest (the next ingest removes it)"
                     for name in leftover_staging(entry.handle)
                 ]
+                entry.watch = read_watch(entry.handle)
                 if isinstance(entry.info, OriginalInfo):
                     entry.notes.append(upgrade_note(entry.location))
         for folder, manifest in misnamed:

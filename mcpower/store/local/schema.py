@@ -77,7 +77,10 @@ def select_sql(table: str, record: type[DocumentRow] | type[ChunkRow]) -> str:
 
 
 # A chunk with its document's fields: chunk columns by name, the document's under the hit's names.
-_HIT_SOURCES = {"path": "d.path", "title": "d.title", "file_type": "d.file_type", "document_id": "d.id"}
+_HIT_SOURCES = {
+    **{name: f"d.{name}" for name in ("path", "title", "file_type", "indexed_at", "size", "mtime")},
+    "document_id": "d.id",
+}
 HIT_SQL = (
     f"SELECT {', '.join(_HIT_SOURCES.get(name, 'c.' + name) for name in columns(ChunkHit))} "
     f"FROM {CHUNKS} c JOIN {DOCUMENTS} d ON d.id = c.document_id"

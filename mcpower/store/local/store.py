@@ -208,7 +208,7 @@ class LocalStore:
     def documents(self) -> list[DocumentSummary]:
         """Every document, by path."""
         with self._db.connection() as db:
-            rows = db.execute(f"SELECT path, title, file_type, size FROM {DOCUMENTS} ORDER BY path").fetchall()
+            rows = db.execute(f"SELECT path, title, file_type, size, mtime FROM {DOCUMENTS} ORDER BY path").fetchall()
         return [DocumentSummary(*r) for r in rows]
 
     def iter_documents(self) -> Iterator[tuple[DocumentRow, list[ChunkRow]]]:

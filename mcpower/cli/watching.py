@@ -1,0 +1,67 @@
+"""`mcpower ingest PATH --watch`: after the ingest, re-ingest the folder whenever its files change."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from mcpower.config import Settings
+
+if TYPE_CHECKING:
+    from mcpower.ingestion import IngestReport
+    from mcpower.watch import WatchEvent
+
+
+def watch_dataset(dataset_id: str, s: Settings, embedder: Any, show: Callable[[IngestReport], None]) -> None:
+    """Watch the dataset's source folder until Ctrl-C or SIGTERM; each re-ingest is shown as it ends.
+
+    Raises:
+        McpowerError: the dataset cannot be watched (another process watches it ...).
+    """
+    from mcpower.cli.common import open_registry
+    from mcpower.errors import IngestError
+    from mcpower.watch import Watcher
+
+    registry = open_registry(s)
+    refused: list[str] = []
+    stop = threading.Event()
+
+    def on_event(event: WatchEvent) -> None:
+        if event.report is not None:
+            show(event.report)
+        elif event.kind == "standby":
+            refused.append("another mcpower process (a server started with --watch?) already watches it")
+            stop.set()
+        elif event.kind == "refused":
+            refused.append(event.message)
+            stop.set()
+        else:
+            typer.echo(
+                f"watch: {event.dataset}: {event.kind.replace('_', ' ')}"
+                + (f": {event.message}" if event.message else ""),
+                err=True,
+            )
+
+    watcher = Watcher(
+        registry,
+        only=[dataset_id],
+        trusted=[dataset_id],
+        quiet=s.watch_debounce,
+        embedder_factory=lambda info: embedder,
+        on_event=on_event,
+    )
+    typer.echo(f"watching the folder of {dataset_id} (Ctrl-C stops)", err=True)
+    watcher.start()
+    try:
+        stop.wait()  # Ctrl-C interrupts the wait; SIGTERM raises SystemExit (cli/ingest.py)
+    except (KeyboardInterrupt, SystemExit):
+        pass
+    finally:
+        watcher.stop()
+        registry.close()
+    if refused:
+        raise IngestError(f"cannot watch {dataset_id}: {refused[0]}")
+    typer.echo("stopped watching", err=True)

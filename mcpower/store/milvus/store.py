@@ -206,12 +206,33 @@ class MilvusStore:
         return np.vstack([found.get(int(i), zero) for i in ids]).astype(np.float32)
 
     def chunks(self, ids: Sequence[int]) -> dict[int, ChunkHit]:
-        if not ids:
-            return {}
-        rows = self._call(
-            "query", self.chunks_collection, filter=f"id in {int_list(ids)}", output_fields=list(CHUNK_FIELDS)
-        )
-        return {hit.id: hit for hit in map(hit_of, rows)}
+        """The rows of ``ids``, read by a vector search filtered to them: milvus-lite answers a
+        primary-key ``query`` by scanning every row (13-16 ms at 100k chunks), a filtered search in
+        2-3 ms. Rows the search did not return (an approximate index on a server may skip some)
+        are then asked of ``query``."""
+        wanted = list(dict.fromkeys(int(i) for i in ids))
+        found: dict[int, ChunkHit] = {}
+        probe = [1.0] + [0.0] * (self._info.embedding.dimension - 1)  # any vector: every row passing is returned
+        for start in range(0, len(wanted), MAX_LIMIT):
+            batch = wanted[start : start + MAX_LIMIT]
+            hits = self._call(
+                "search",
+                self.chunks_collection,
+                data=[probe],
+                anns_field="dense",
+                limit=len(batch),
+                filter=f"id in {int_list(batch)}",
+                search_params={"metric_type": "IP", "params": {}},
+                output_fields=list(CHUNK_FIELDS),
+            )[0]
+            found.update((int(h["id"]), hit_of({**h.get("entity", {}), "id": h["id"]})) for h in hits)
+        missing = [i for i in wanted if i not in found]
+        if missing:
+            rows = self._call(
+                "query", self.chunks_collection, filter=f"id in {int_list(missing)}", output_fields=list(CHUNK_FIELDS)
+            )
+            found.update((hit.id, hit) for hit in map(hit_of, rows))
+        return found
 
     def neighbors(self, hit: ChunkHit, before: int, after: int) -> list[ChunkHit]:
         lo, hi = hit.ordinal - before, hit.ordinal + after

@@ -7,12 +7,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import FakeEmbedder, write_files
-from milvus_fixtures import needs_milvus
+from milvus_fixtures import fresh_db, needs_milvus
 from server_fixtures import StdioServer, subprocess_env, write_launcher
 from typer.testing import CliRunner
 
@@ -168,12 +169,76 @@ def test_schema_of_another_version_and_a_dropped_collection_are_coded_errors(mil
     assert "another mcpower version" in by_id["docs"].error.message
     assert by_id["other"].status == "ready"
 
+    ingest(corpus, milvus_catalog, IngestOptions(dataset_id="third"), embedder=FakeEmbedder())
+    assert search(registry, "zephyrine", dataset="third").results  # loaded, as in a running server
     milvus_catalog.client().drop_collection(milvus_catalog._get("dataset:other")["chunks"])
     with pytest.raises(DatasetUnavailableError) as err:
         search(registry, "zephyrine", dataset="other")
+    assert err.value.code in ("DATASET_UNAVAILABLE", "INDEX_MISMATCH")
     assert "milvus:other" in err.value.message or "gone" in err.value.message
+    assert search(registry, "zephyrine", dataset="third").results  # the others are unaffected
     ingest(corpus, milvus_catalog, IngestOptions(dataset_id="other"), embedder=FakeEmbedder())
     assert search(registry, "zephyrine", dataset="other").results  # re-ingested: served again
+
+
+HOLDER = """
+import sys
+from mcpower.store.milvus import MilvusCatalog
+catalog = MilvusCatalog(sys.argv[1])
+catalog.client()  # this process's engine now holds the file
+print("holding", flush=True)
+sys.stdin.read()  # until the test closes our stdin
+catalog.close()  # the engine process stops and lets go of the file
+"""
+
+
+def test_a_server_survives_the_engine_going_away_and_recovers_when_it_is_back(tmp_path: Path, corpus: Path) -> None:
+    """The engine of a running server stops, and another process holds the file (the engine stays
+    unreachable); local datasets keep answering; when the file is free again, the next search
+    connects anew and the Milvus dataset answers, with no restart of the registry."""
+    from mcpower.store.milvus import MilvusCatalog
+
+    with warnings.catch_warnings():  # milvus-lite 2.5 imports pkg_resources, deprecated
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from milvus_lite.server_manager import server_manager_instance
+
+    db = fresh_db(tmp_path)
+    catalog = MilvusCatalog(db, refresh_seconds=0, settle_seconds=0)
+    ingest(corpus, catalog, IngestOptions(dataset_id="shared"), embedder=FakeEmbedder())
+    ingest(corpus, tmp_path / "datasets", IngestOptions(dataset_id="mine"), embedder=FakeEmbedder())
+    registry = Registry(tmp_path / "datasets", catalogs=[catalog], embedder_factory=lambda model: FakeEmbedder())
+    before = [r.result_id for r in search(registry, "zephyrine daemon", dataset="shared").results]
+    assert before
+
+    server_manager_instance.release_server(db)  # the engine stops under the server's connection
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, db],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=subprocess_env(),
+    )
+    try:
+        assert holder.stdout is not None and "holding" in holder.stdout.readline()
+        for _ in range(2):  # the engine gone, then the file held by another process: unreachable both times
+            with pytest.raises(EngineUnavailableError) as err:
+                search(registry, "zephyrine daemon", dataset="shared")
+            assert err.value.code == "ENGINE_UNAVAILABLE" and str(tmp_path) not in err.value.message
+            assert search(registry, "zephyrine daemon", dataset="mine").results  # local datasets answer
+        everything = search(registry, "zephyrine daemon")
+        assert {r.dataset for r in everything.results} == {"mine"} and everything.meta.notes
+        assert {e.id: e.status for e in registry.scan()}["mine"] == "ready"
+    finally:
+        assert holder.stdin is not None and holder.stdout is not None
+        holder.stdin.close()
+        holder.wait(60)
+        holder.stdout.close()
+    assert holder.returncode == 0
+
+    after = search(registry, "zephyrine daemon", dataset="shared").results  # the same registry, recovered
+    assert [r.result_id for r in after] == before
+    assert {e.id: e.status for e in registry.scan()} == {"mine": "ready", "shared": "ready"}
+    catalog.close()
 
 
 def test_an_unreachable_engine_is_one_error_row_and_a_coded_error() -> None:

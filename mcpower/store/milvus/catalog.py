@@ -30,7 +30,15 @@ from mcpower.errors import (
 )
 from mcpower.manifest import DatasetInfo
 from mcpower.store import DatasetBuild, DatasetEntry
-from mcpower.store.milvus.client import CALL_TIMEOUT, connect, disconnect, display_uri, guarded, import_pymilvus
+from mcpower.store.milvus.client import (
+    CALL_TIMEOUT,
+    EngineUnreachableError,
+    connect,
+    disconnect,
+    display_uri,
+    guarded,
+    import_pymilvus,
+)
 from mcpower.store.milvus.lease import Lease
 from mcpower.store.milvus.schema import (
     CATALOG,
@@ -81,12 +89,19 @@ class MilvusCatalog:
         # Bumped when the engine answers again after failing: entries marked with an older epoch
         # are re-read, so a dataset that failed to load while the engine was down recovers.
         self._epoch, self._down = 0, False
+        self._reconnect = False  # the engine did not answer: the next call connects anew
         self._lease: Lease | None = None  # held by the ingest running in this process
 
     # ------------------------------------------------------------ the engine
 
     def client(self) -> Any:
         with self._lock:
+            if self._reconnect and self._client is not None:
+                # The engine went away under this client: a lite file's engine process is released
+                # (the next connect starts a new one), a server's channel is replaced.
+                self._reconnect = False
+                disconnect(self._client, self.uri)
+                self._client = None
             if self._client is None:
                 self._client = connect(self.uri, self._token)
             return self._client
@@ -108,8 +123,9 @@ class MilvusCatalog:
         """Notes whether the engine answered: a failure marks it down, the next success bumps the epoch."""
         try:
             yield
-        except EngineUnavailableError:
+        except EngineUnavailableError as e:
             self._down = True
+            self._reconnect = self._reconnect or isinstance(e, EngineUnreachableError)
             raise
         if self._down:
             self._down = False
@@ -239,7 +255,7 @@ class MilvusCatalog:
             raise IndexMismatchError(
                 f"{where}: counts disagree (collection {count} chunks, record {info.counts.chunks}); re-ingest it"
             )
-        return MilvusStore(self.client(), info, pointer.chunks, pointer.docs, where)
+        return MilvusStore(self.client, self._engine, info, pointer.chunks, pointer.docs, where)
 
     def _count(self, collection: str) -> int:
         rows = self._call("query", collection, filter="", output_fields=["count(*)"])

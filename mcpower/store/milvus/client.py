@@ -32,6 +32,12 @@ _OPEN_LOCK = threading.Lock()  # one lite server start at a time (fd 1 is redire
 T = TypeVar("T")
 
 
+class EngineUnreachableError(EngineUnavailableError):
+    """The engine did not answer at all (refused, gone, timed out): the catalog connects anew at its
+    next call, which is how a server recovers from an engine restart, and a milvus-lite file from its
+    engine process dying, without restarting mcpower."""
+
+
 def is_local(uri: str) -> bool:
     """Whether ``uri`` names an embedded milvus-lite file (a path ending in .db) rather than a server."""
     return "://" not in uri and uri.endswith(".db")
@@ -83,10 +89,17 @@ def connect(uri: str, token: str | None) -> Any:
                 import milvus_lite  # noqa: F401
         except ImportError:
             raise EngineUnavailableError(f"a .db Milvus URI needs milvus-lite; {INSTALL_HINT}") from None
-        uri = str(path.resolve())
+        path = path.resolve()
+        uri = str(path)
     attempts = 3 if is_local(uri) else 1  # a lite server can miss pymilvus' first look at its socket
     last: BaseException | None = None
     for _ in range(attempts):
+        holder = lite_holder(Path(uri)) if is_local(uri) else None
+        if holder is not None:
+            raise EngineUnreachableError(
+                f"Milvus at {where} is unreachable (the file is open in another process, {holder}); a .db file is "
+                "opened by one process at a time: stop that process, or share datasets through a Milvus server"
+            )
         try:
             with _OPEN_LOCK, _stdout_to_stderr(is_local(uri)):
                 return pymilvus.MilvusClient(uri=uri, token=token or "", timeout=CONNECT_TIMEOUT)
@@ -94,6 +107,28 @@ def connect(uri: str, token: str | None) -> Any:
             last = e
     assert last is not None
     raise engine_error(last, where) from last
+
+
+def lite_holder(path: Path) -> int | None:
+    """The id of another process whose milvus-lite engine holds the file ``path`` (milvus-lite takes a
+    POSIX lock on ``.<name>.lock`` beside it), read from /proc/locks; None if none, or not Linux.
+
+    Asked before every connection: a milvus-lite 2.5 start that fails on that lock deletes the lock
+    file, after which the next start would run a second engine on the same file. Only read, never
+    locked here: closing any descriptor of a file drops every POSIX lock this process holds on it.
+    """
+    lock = path.parent / f".{path.name}.lock"
+    try:
+        st = lock.stat()
+        lines = Path("/proc/locks").read_text().splitlines()
+    except OSError:
+        return None
+    me = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    for line in lines:
+        fields = line.split()  # "1: POSIX  ADVISORY  WRITE 3790 fe:00:2187737 0 EOF"; waiters have "->"
+        if len(fields) >= 6 and fields[1] == "POSIX" and fields[5] == me and fields[4] != str(os.getpid()):
+            return int(fields[4]) if fields[4].isdigit() else None
+    return None
 
 
 def disconnect(client: Any, uri: str) -> None:
@@ -136,7 +171,7 @@ def engine_error(e: BaseException, where: str) -> McpowerError:
             f"Milvus at {where} refused the credentials; check MCPOWER_MILVUS_TOKEN (user:password or an API key)"
         )
     if status in ("UNAVAILABLE", "DEADLINE_EXCEEDED") or code == 2 or type(e).__name__ == "ConnectionConfigException":
-        return EngineUnavailableError(
+        return EngineUnreachableError(
             f"Milvus at {where} is unreachable ({message or status}); check --milvus-uri / MCPOWER_MILVUS_URI "
             "and that the engine is running (a .db file is opened by one process at a time)"
         )

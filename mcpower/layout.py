@@ -255,11 +255,11 @@ def stamp_of(path: Path) -> Stamp:
     return (st.st_ino, st.st_mtime_ns, st.st_size)
 
 
-def resolve_inside(folder: Path, rel: str) -> Path:
-    """``folder/rel`` as a regular file that, symlinks resolved, stays inside ``folder``.
+def resolve_within(folder: Path, rel: str) -> Path:
+    """``folder/rel`` with symlinks resolved, which must stay inside ``folder`` (any kind of file).
 
     Raises:
-        InvalidManifestError: the path escapes the folder or is not a regular file.
+        InvalidManifestError: the path escapes the folder, or cannot be resolved (a symlink loop).
     """
     try:
         root = folder.resolve()
@@ -268,6 +268,16 @@ def resolve_inside(folder: Path, rel: str) -> Path:
         raise InvalidManifestError(f"{folder.name}: {rel!r} cannot be resolved (a symlink loop?)") from e
     if not target.is_relative_to(root):
         raise InvalidManifestError(f"{folder.name}: {rel!r} points outside the dataset folder")
+    return target
+
+
+def resolve_inside(folder: Path, rel: str) -> Path:
+    """``folder/rel`` as a regular file that, symlinks resolved, stays inside ``folder``.
+
+    Raises:
+        InvalidManifestError: the path escapes the folder or is not a regular file.
+    """
+    target = resolve_within(folder, rel)
     try:
         mode = os.stat(target).st_mode
     except OSError as e:

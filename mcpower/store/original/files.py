@@ -21,7 +21,7 @@ from pydantic.alias_generators import to_camel
 
 from mcpower.defaults import DEFAULT_TOP_K
 from mcpower.errors import DatasetUnavailableError, IndexMismatchError, InvalidManifestError
-from mcpower.layout import Stamp, resolve_inside, stamp_of
+from mcpower.layout import Stamp, resolve_inside, resolve_within, stamp_of
 from mcpower.manifest import ID_PATTERN, MAX_ID_CHARS, read_json, relative_inside
 from mcpower.results import replace_surrogates
 
@@ -279,10 +279,7 @@ def _index_file(folder: Path, index: str) -> str:
     Raises:
         InvalidManifestError: it leaves the folder, is missing, or holds no index file.
     """
-    root = folder.resolve()
-    target = (root / index).resolve()
-    if not target.is_relative_to(root):
-        raise InvalidManifestError(f"{folder.name}: {index!r} points outside the dataset folder")
+    target = resolve_within(folder, index)
     try:
         mode = os.stat(target).st_mode
     except OSError as e:

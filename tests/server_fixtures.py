@@ -159,6 +159,40 @@ def subprocess_env() -> dict[str, str]:
     return env
 
 
+CLIENTS_DIR = TESTS_DIR / "clients"  # the Node.js MCP clients (TypeScript SDK, Inspector)
+
+
+def npm_install(folder: Path, timeout: float = 300) -> None:
+    """``npm install`` in ``folder``; skips the test without node/npm or a reachable registry.
+
+    Offline it fails fast instead of retrying for minutes; with node_modules current it needs no network.
+    """
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None or npm is None:
+        pytest.skip("node and npm are needed for the Node.js MCP client tests")
+    args = [npm, "install", "--no-audit", "--no-fund", "--loglevel=error", "--fetch-retries=1", "--fetch-timeout=20000"]
+    try:
+        done = subprocess.run(args, cwd=folder, capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        pytest.skip("npm install timed out (offline?)")
+    if done.returncode != 0:
+        pytest.skip(f"npm install failed (offline?): {done.stderr.strip()[-500:]}")
+
+
+def run_node(script: str, *args: str, env: dict[str, str] | None = None, timeout: float = 60) -> Any:
+    """Run ``tests/clients/<script>`` with node; the one JSON summary it prints (it must exit 0)."""
+    done = subprocess.run(
+        ["node", str(CLIENTS_DIR / script), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env if env is not None else subprocess_env(),
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
+
+
 # ---------------------------------------------------------------- a stdlib JSON-lines MCP client
 
 PROTOCOL_VERSION = "2025-11-25"

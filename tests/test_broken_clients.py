@@ -4,8 +4,6 @@ error or a result that explains itself (an empty one says why); none is uncoded,
 
 from __future__ import annotations
 
-import json
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -14,8 +12,7 @@ import pytest
 from hostile_cases import BROKEN_BASE, DATASET, ORIGINAL, build_root
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
-from server_fixtures import subprocess_env, write_launcher
-from test_stdio import node_client  # noqa: F401  (the fixture)
+from server_fixtures import CLIENTS_DIR, npm_install, run_node, subprocess_env, write_launcher
 
 from mcpower.errors import McpowerError
 
@@ -89,30 +86,9 @@ async def test_python_sdk_over_broken_datasets(broken_root: tuple[Path, Path]) -
 
 
 @pytest.mark.node
-def test_typescript_sdk_over_broken_datasets(
-    node_client: Path,  # noqa: F811
-    broken_root: tuple[Path, Path],
-) -> None:
+def test_typescript_sdk_over_broken_datasets(broken_root: tuple[Path, Path]) -> None:
+    npm_install(CLIENTS_DIR)
     datasets, launcher = broken_root
-    env = subprocess_env()
-    env["MCPOWER_TEST_QUERY"] = QUERY
-    done = subprocess.run(
-        [
-            "node",
-            str(node_client / "broken.mjs"),
-            sys.executable,
-            str(launcher),
-            "serve",
-            "--stdio",
-            "--datasets-dir",
-            str(datasets),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    summary = json.loads(done.stdout)
+    serve = [sys.executable, str(launcher), "serve", "--stdio", "--datasets-dir", str(datasets)]
+    summary = run_node("broken.mjs", *serve, env=subprocess_env() | {"MCPOWER_TEST_QUERY": QUERY}, timeout=300)
     check(summary["searches"], {d["id"]: d["status"] for d in summary["listed"]})

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import shutil
 import signal
 import subprocess
 from collections.abc import AsyncIterator, Iterator
@@ -25,10 +24,9 @@ import pytest
 from http_fixtures import TOKEN, HttpServer, write_http_launcher
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from server_fixtures import HANDBOOK, RECIPES, copy_datasets, subprocess_env
+from server_fixtures import CLIENTS_DIR, HANDBOOK, RECIPES, copy_datasets, npm_install, run_node, subprocess_env
 
 TOOLS = {"knowledge_search", "knowledge_list_datasets", "knowledge_get_source", "knowledge_get_metadata"}
-CLIENTS_DIR = Path(__file__).resolve().parent / "clients"
 INITIALIZE = {
     "jsonrpc": "2.0",
     "id": 1,
@@ -204,34 +202,10 @@ def test_sigterm_finishes_the_call_in_flight_and_exits_0(template: Path, tmp_pat
 # ---------------------------------------------------------------- Node clients
 
 
-def npm_install(folder: Path) -> None:
-    """``npm install`` in ``folder`` (once per session in effect); skips without node/npm or network."""
-    node, npm = shutil.which("node"), shutil.which("npm")
-    if node is None or npm is None:
-        pytest.skip("node and npm are needed for the Node.js MCP client tests")
-    args = [npm, "install", "--no-audit", "--no-fund", "--loglevel=error", "--fetch-retries=1", "--fetch-timeout=20000"]
-    try:
-        done = subprocess.run(args, cwd=folder, capture_output=True, text=True, timeout=300, check=False)
-    except subprocess.TimeoutExpired:
-        pytest.skip("npm install timed out (offline?)")
-    if done.returncode != 0:
-        pytest.skip(f"npm install failed (offline?): {done.stderr.strip()[-500:]}")
-
-
 @pytest.mark.node
 def test_typescript_sdk_client(server: HttpServer) -> None:
     npm_install(CLIENTS_DIR)
-    env = subprocess_env() | {"MCPOWER_TOKEN": TOKEN}
-    done = subprocess.run(
-        ["node", str(CLIENTS_DIR / "http.mjs"), server.url],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    summary = json.loads(done.stdout)
+    summary = run_node("http.mjs", server.url, env=subprocess_env() | {"MCPOWER_TOKEN": TOKEN})
     assert summary["server"]["name"] == "mcpower"
     assert summary["session"] and summary["protocolVersion"] == "2025-11-25"
     assert set(summary["tools"]) == TOOLS

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import shutil
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -18,10 +17,13 @@ from typing import Any
 
 import pytest
 from server_fixtures import (
+    CLIENTS_DIR,
     HANDBOOK,
     RECIPES,
     StdioServer,
     add_broken_dataset,
+    npm_install,
+    run_node,
     subprocess_env,
     write_launcher,
 )
@@ -29,7 +31,6 @@ from server_fixtures import (
 from mcpower import __version__
 
 TOOLS = {"knowledge_search", "knowledge_list_datasets", "knowledge_get_source", "knowledge_get_metadata"}
-CLIENTS_DIR = Path(__file__).resolve().parent / "clients"
 # Seconds from EOF or a signal to the process being gone. The server exits within its 0.5 s grace;
 # this bound only tells "exits" from "hangs", so it is generous: a loaded CI machine must not fail it.
 EXIT_BUDGET = 30.0
@@ -279,57 +280,15 @@ def test_malformed_input_does_not_kill_the_server(serve: Callable[..., StdioServ
 @pytest.fixture(scope="session")
 def node_client() -> Path:
     """tests/clients with its npm dependencies installed (once per session); skips without node/npm or network."""
-    node, npm = shutil.which("node"), shutil.which("npm")
-    if node is None or npm is None:
-        pytest.skip("node and npm are needed for the Node.js MCP client test")
-    try:
-        done = subprocess.run(
-            # Offline, fail fast instead of retrying for minutes; with node_modules current it needs no network.
-            [
-                npm,
-                "install",
-                "--no-audit",
-                "--no-fund",
-                "--loglevel=error",
-                "--fetch-retries=1",
-                "--fetch-timeout=20000",
-            ],
-            cwd=CLIENTS_DIR,
-            capture_output=True,
-            text=True,
-            timeout=90,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        pytest.skip("npm install timed out (offline?)")
-    if done.returncode != 0:
-        pytest.skip(f"npm install failed (offline?): {done.stderr.strip()[-500:]}")
+    npm_install(CLIENTS_DIR, timeout=90)
     return CLIENTS_DIR
 
 
 @pytest.mark.node
 def test_node_client(node_client: Path, datasets: Path, launcher: Path) -> None:
-    env = subprocess_env()
-    env["MCPOWER_TEST_QUERY"] = "harpsichord feature"
-    done = subprocess.run(
-        [
-            "node",
-            str(node_client / "search.mjs"),
-            sys.executable,
-            str(launcher),
-            "serve",
-            "--stdio",
-            "--datasets-dir",
-            str(datasets),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    summary = json.loads(done.stdout)
+    env = subprocess_env() | {"MCPOWER_TEST_QUERY": "harpsichord feature"}
+    serve = [sys.executable, str(launcher), "serve", "--stdio", "--datasets-dir", str(datasets)]
+    summary = run_node("search.mjs", *serve, env=env)
     assert summary["server"]["name"] == "mcpower"
     assert set(summary["tools"]) == TOOLS
     assert summary["isError"] is False

@@ -96,23 +96,24 @@ def preloaded_query_model(s: Settings) -> EmbedderFactory:
     failed: list[BaseException] = []
     done = threading.Event()
 
-    def load() -> None:
-        try:
-            from mcpower.embedding import load_query_embedder
+    def load(model: str) -> Embedder:  # what the Registry would do itself
+        from mcpower.embedding import load_query_embedder
 
-            loaded.append(load_query_embedder(s.model, s.cache_dir, s.query_models()))
+        return load_query_embedder(model, s.cache_dir, s.query_models())
+
+    def preload() -> None:
+        try:
+            loaded.append(load(s.model))
         except BaseException as e:  # handed to whoever asks for the model
             failed.append(e)
         finally:
             done.set()
 
-    threading.Thread(target=load, name="mcpower-preload", daemon=True).start()
+    threading.Thread(target=preload, name="mcpower-preload", daemon=True).start()
 
     def factory(model: str) -> Embedder:
-        from mcpower.embedding import load_query_embedder
-
         if model != s.model:
-            return load_query_embedder(model, s.cache_dir, s.query_models())
+            return load(model)
         done.wait()
         if failed:
             raise failed[0]

@@ -14,7 +14,6 @@ from pathlib import Path
 
 from pydantic import TypeAdapter
 
-from mcpower.chunking import source_lines
 from mcpower.defaults import DEFAULT_TOP_K
 from mcpower.errors import (
     DatasetNotFoundError,
@@ -326,6 +325,8 @@ def get_source(
     else:
         around = [c for c in store.neighbors(hit, 10**6, 10**6) if c.heading_path == hit.heading_path]
     start, end = min(c.start_line for c in around), max(c.end_line for c in around)
+    from mcpower.chunking import source_lines  # the chunkers are not loaded for a search
+
     doc = store.document_by_id(hit.document_id)
     lines = source_lines(doc.content) if doc else []
     content = "\n".join(lines[start - 1 : end]) if scope != "chunk" else hit.text

@@ -1,8 +1,8 @@
 """Settings shared by the CLI and the server: CLI flag, then MCPOWER_* environment, then default.
 
-This is the one module that reads the environment. Only the CLI and the server build Settings;
-the core takes explicit arguments (and falls back to :func:`default_cache_dir` when a library
-caller gives no cache folder). Plain pydantic rather than pydantic-settings: reading a few
+This module and env.py (the variables' names and raw values) are the only ones that read the
+environment. Only the CLI and the server build Settings; the core takes explicit arguments (and
+falls back to :func:`default_cache_dir` when a library caller gives no cache folder). Plain pydantic rather than pydantic-settings: reading a few
 variables does not need the 0.1 s that package adds to every cold `mcpower search`.
 """
 
@@ -25,14 +25,10 @@ from mcpower.defaults import (
     DEFAULT_WORKER_THREADS,
     Backend,
 )
+from mcpower.env import default_cache_dir, variable
 from mcpower.errors import McpowerError
 
-ENV_PREFIX = "MCPOWER_"
-
-
-def default_cache_dir() -> Path:
-    """``$XDG_CACHE_HOME/mcpower``, or ``~/.cache/mcpower``: where derived files (ONNX exports) are kept."""
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mcpower"
+__all__ = ["Settings", "default_cache_dir"]
 
 
 class Settings(BaseModel):
@@ -101,7 +97,7 @@ class Settings(BaseModel):
 
     @staticmethod
     def variable(name: str) -> str:
-        return ENV_PREFIX + name.upper()
+        return variable(name)
 
     def query_models(self) -> list[str]:
         """The models a dataset's manifest may name: the allowed ones and the operator's own ingest model."""

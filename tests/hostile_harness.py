@@ -322,7 +322,7 @@ class Harness:
     def _validate(self, dataset: str, want: Broken, v: Verdict) -> str:
         from typer.testing import CliRunner
 
-        from mcpower.cli import app
+        from mcpower.cli.app import app
 
         result = within(
             TIMEOUT, lambda: CliRunner().invoke(app, ["validate", "--datasets-dir", str(self.datasets), dataset])

@@ -110,4 +110,4 @@ def test_the_checker_sees_imports() -> None:
     edges = internal_edges()
     assert "mcpower.store.local.store" in edges["mcpower.store.local.catalog"]  # a lazy import, inside a method
     assert "mcpower.registry" in edges["mcpower.search"]
-    assert ("typer", []) in imports("mcpower.cli", MODULES["mcpower.cli"])
+    assert ("typer", []) in imports("mcpower.cli.app", MODULES["mcpower.cli.app"])

@@ -10,7 +10,7 @@ from conftest import FakeEmbedder
 from typer.testing import CliRunner, Result
 
 from mcpower import __version__
-from mcpower.cli import app
+from mcpower.cli.app import app
 from mcpower.manifest import MANIFEST_NAME, read_manifest
 
 pytestmark = pytest.mark.usefixtures("fake_embedder")

@@ -16,7 +16,8 @@ import pytest
 import typer
 
 import mcpower.cli
-from mcpower.cli import SHORT_COMMANDS, common, datasets, importing, ingest, search, serve
+from mcpower.cli import common, datasets, importing, ingest, search, serve
+from mcpower.cli.app import SHORT_COMMANDS
 
 
 @pytest.fixture(autouse=True)

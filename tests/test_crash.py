@@ -33,7 +33,7 @@ from typer.testing import CliRunner
 
 import mcpower.layout
 import mcpower.store.local.build
-from mcpower.cli import app
+from mcpower.cli.app import app
 from mcpower.errors import DatasetLockedError, IngestError
 from mcpower.ingestion import IngestOptions, ingest
 from mcpower.layout import STAGING_PREFIX, VERSION_PREFIX, dataset_lock, write_manifest

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from mcpower.cli import app
+from mcpower.cli.app import app
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "bench" / "docs-fastapi" / "corpus"
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from mcpower.cli import app
+from mcpower.cli.app import app
 from mcpower.errors import McpowerError
 from mcpower.evaluation import (
     doc_keys,

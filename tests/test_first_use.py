@@ -10,7 +10,7 @@ import pytest
 from conftest import FakeEmbedder
 from typer.testing import CliRunner, Result
 
-from mcpower.cli import app
+from mcpower.cli.app import app
 from mcpower.ingestion import IngestOptions, ingest
 from mcpower.registry import Registry
 from mcpower.search import search

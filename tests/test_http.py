@@ -29,7 +29,7 @@ from typer.testing import CliRunner
 
 import mcpower.search
 from mcpower import __version__
-from mcpower.cli import app as cli
+from mcpower.cli.app import app as cli
 from mcpower.registry import Registry
 from mcpower.server.app import KnowledgeServer, create_server
 from mcpower.server.http import HttpOptions, create_http_app

@@ -17,7 +17,7 @@ from milvus_fixtures import fresh_db, needs_milvus
 from server_fixtures import StdioServer, subprocess_env, write_launcher
 from typer.testing import CliRunner
 
-from mcpower.cli import app
+from mcpower.cli.app import app
 from mcpower.errors import (
     DatasetLockedError,
     DatasetUnavailableError,

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from mcpower import chunking
 from mcpower.chunking import UnreadableError, worker
 from mcpower.chunking.worker import Reader
-from mcpower.cli import app
+from mcpower.cli.app import app
 from mcpower.errors import IngestError
 from mcpower.ingestion import IngestOptions, ingest
 from mcpower.registry import Registry

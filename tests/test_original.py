@@ -16,7 +16,7 @@ from mcp import Client
 from original_fixtures import RECORDS, embed, records, write_index, write_original
 from typer.testing import CliRunner
 
-from mcpower.cli import app
+from mcpower.cli.app import app
 from mcpower.ingestion import IngestOptions, ingest
 from mcpower.registry import Registry
 from mcpower.results import SearchFilters

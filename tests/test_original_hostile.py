@@ -17,7 +17,7 @@ from conftest import FakeEmbedder
 from original_fixtures import RECORDS, embed, records, write_index, write_original
 from typer.testing import CliRunner
 
-from mcpower.cli import app
+from mcpower.cli.app import app
 from mcpower.errors import McpowerError
 from mcpower.ingestion import IngestOptions, ingest
 from mcpower.registry import Registry

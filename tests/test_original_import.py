@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 import mcpower.layout
 import mcpower.store.local.build
-from mcpower.cli import app
+from mcpower.cli.app import app
 from mcpower.errors import DatasetLockedError, IndexMismatchError, IngestError, InvalidManifestError
 from mcpower.ingestion import IngestOptions, ingest
 from mcpower.layout import STAGING_PREFIX, dataset_lock

@@ -16,7 +16,7 @@ from mcp import Client
 from original_fixtures import SEEDS, copy_seed
 from typer.testing import CliRunner
 
-from mcpower.cli import app
+from mcpower.cli.app import app
 from mcpower.evaluation import evaluate, load_qrels, load_queries
 from mcpower.registry import Registry
 from mcpower.search import rank_paths, search

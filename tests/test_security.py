@@ -202,7 +202,7 @@ def test_a_symlink_loop_breaks_only_its_own_dataset(
 def test_validate_reports_a_symlink_loop_without_a_traceback(corpus: Path, datasets_dir: Path) -> None:
     from typer.testing import CliRunner
 
-    from mcpower.cli import app
+    from mcpower.cli.app import app
 
     for ds in ("broken", "fine"):
         ingest(corpus, datasets_dir, IngestOptions(dataset_id=ds), embedder=FakeEmbedder())

@@ -5,17 +5,14 @@ from __future__ import annotations
 import json
 import logging
 import sys
-import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from mcpower.config import Settings
-from mcpower.defaults import MANIFEST_NAME, MAX_MANIFEST_BYTES, is_valid_id
 
 if TYPE_CHECKING:
-    from mcpower.embedding import Embedder
     from mcpower.registry import EmbedderFactory, Registry
     from mcpower.store import Catalog
 
@@ -52,17 +49,9 @@ def settings(**overrides: Any) -> Settings:
     return Settings.load(**overrides)
 
 
-def open_registry(s: Settings, preload_for: str | None = None) -> Registry:
-    """The registry of the datasets the settings point at.
-
-    ``preload_for``: a dataset about to be searched. If its manifest names the operator's model
-    (``s.model``, the packaged one by default), that model starts loading in a thread before
-    anything else, so a cold search waits for the longer of loading the model and loading the
-    registry and the store, not for both one after the other.
-    """
-    factory = None
-    if preload_for is not None and _model_hint(s.datasets_dir, preload_for) == s.model:
-        factory = preloaded_query_model(s)
+def open_registry(s: Settings, embedder_factory: EmbedderFactory | None = None) -> Registry:
+    """The registry of the datasets the settings point at; ``embedder_factory`` loads query models
+    (default: the registry's own; a search passes :func:`mcpower.cli.preload.query_model`'s)."""
     from mcpower.registry import Registry
 
     catalogs = [milvus_catalog(s)] if s.milvus_uri else []
@@ -71,55 +60,8 @@ def open_registry(s: Settings, preload_for: str | None = None) -> Registry:
         catalogs=catalogs,
         cache_dir=s.cache_dir,
         allowed_models=s.query_models(),
-        embedder_factory=factory,
+        embedder_factory=embedder_factory,
     )
-
-
-def _model_hint(root: Path, dataset: str) -> str | None:
-    """The model a local dataset's manifest names, read as plain JSON without loading the manifest
-    machinery: only a hint (the registry reads and checks the manifest in full), None if unsure."""
-    if not is_valid_id(dataset):
-        return None
-    try:
-        with open(root / dataset / MANIFEST_NAME, "rb") as f:
-            data = json.loads(f.read(MAX_MANIFEST_BYTES))
-        model = data["embedding"]["model"]
-    except (OSError, ValueError, TypeError, KeyError):
-        return None
-    return model if isinstance(model, str) else None
-
-
-def preloaded_query_model(s: Settings) -> EmbedderFactory:
-    """A Registry's embedder factory whose ``s.model`` is already loading in a daemon thread (a
-    dataset of another model loads its own when asked; a search that needs none does not wait)."""
-    loaded: list[Embedder] = []
-    failed: list[BaseException] = []
-    done = threading.Event()
-
-    def load(model: str) -> Embedder:  # what the Registry would do itself
-        from mcpower.embedding import load_query_embedder
-
-        return load_query_embedder(model, s.cache_dir, s.query_models())
-
-    def preload() -> None:
-        try:
-            loaded.append(load(s.model))
-        except BaseException as e:  # handed to whoever asks for the model
-            failed.append(e)
-        finally:
-            done.set()
-
-    threading.Thread(target=preload, name="mcpower-preload", daemon=True).start()
-
-    def factory(model: str) -> Embedder:
-        if model != s.model:
-            return load(model)
-        done.wait()
-        if failed:
-            raise failed[0]
-        return loaded[0]
-
-    return factory
 
 
 def milvus_catalog(s: Settings) -> Catalog:

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from mcpower.cli import preload
 from mcpower.cli.common import DatasetsDir, JsonFlag, MilvusUri, open_registry, print_json, settings
 
 
@@ -47,7 +48,7 @@ def search(
     text = dataset if every else query
     assert text is not None
     s = settings(datasets_dir=datasets_dir, milvus_uri=milvus_uri)
-    registry = open_registry(s, preload_for=target if mode != "keyword" else None)
+    registry = open_registry(s, preload.query_model(s, target) if mode != "keyword" else None)
     from mcpower.results import SearchFilters
     from mcpower.search import search as run_search
 

@@ -239,7 +239,9 @@ class Registry:
             with contextlib.suppress(McpowerError):  # the search itself reports it
                 self.embedder_for(info)
 
-        threading.Thread(target=load, name="mcpower-embedder", daemon=True).start()
+        # Not a daemon: a process must not end while ONNX Runtime opens a session in this thread
+        # (the interpreter's exit under it aborts the process); a command that fails waits ~0.3 s.
+        threading.Thread(target=load, name="mcpower-embedder", daemon=False).start()
 
     def warm_up(self) -> None:
         """Load every ready dataset and its query embedder now (the server does this after the

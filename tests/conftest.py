@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
+import subprocess
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -165,6 +168,23 @@ It grew out of the bramblewood project, and bramblewood people still maintain it
 
 # Paths the corpus fixture ingests, and what it must leave out.
 CORPUS_DOCUMENTS = ["api/reference.md", "guide/install.md", "guide/usage.md", "intro.rst", "notes.txt"]
+
+
+def fresh_python(script: str, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``python -c script args...`` in a fresh interpreter (this one has long since imported
+    everything), without this process's MCPOWER_* variables, offline, with ``env`` added."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("MCPOWER_")}
+    clean.update(HF_HUB_OFFLINE="1", **(env or {}))
+    return subprocess.run(
+        [sys.executable, "-c", script, *args], capture_output=True, text=True, env=clean, timeout=120, check=False
+    )
+
+
+def tagged_json(proc: subprocess.CompletedProcess[str], tag: str) -> Any:
+    """The JSON after ``tag`` on the last line of a fresh interpreter's stdout: how its script reports."""
+    last = proc.stdout.rstrip().splitlines()[-1] if proc.stdout.strip() else ""
+    assert last.startswith(tag + " "), (proc.stdout, proc.stderr)
+    return json.loads(last[len(tag) + 1 :])
 
 
 def write_files(root: Path, files: dict[str, str | bytes]) -> Path:

@@ -6,14 +6,12 @@ Each check runs in a fresh interpreter: this test process has long since importe
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import format_fixtures as ff
 import pytest
-from conftest import FakeEmbedder, write_files
+from conftest import FakeEmbedder, fresh_python, tagged_json, write_files
 
 from mcpower.ingestion import IngestOptions, ingest
 
@@ -41,19 +39,8 @@ print("\\nLOADED " + json.dumps(loaded))
 
 
 def loaded_after(*args: str | Path, watch: tuple[str, ...] = ()) -> tuple[list[str], subprocess.CompletedProcess[str]]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MCPOWER_")}
-    env["HF_HUB_OFFLINE"] = "1"
-    proc = subprocess.run(
-        [sys.executable, "-c", WRAPPER, json.dumps(HEAVY), json.dumps([str(a) for a in args]), json.dumps(watch)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
-    last = proc.stdout.rstrip().splitlines()[-1] if proc.stdout.strip() else ""
-    assert last.startswith("LOADED "), (proc.stdout, proc.stderr)
-    return json.loads(last[len("LOADED ") :]), proc
+    proc = fresh_python(WRAPPER, json.dumps(HEAVY), json.dumps([str(a) for a in args]), json.dumps(watch))
+    return tagged_json(proc, "LOADED"), proc
 
 
 def test_the_wrapper_sees_heavy_imports() -> None:

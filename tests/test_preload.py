@@ -8,14 +8,12 @@ since imported everything), with `mcpower.embedding.load_embedder` replaced by t
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import FakeEmbedder
+from conftest import FakeEmbedder, fresh_python, tagged_json
 
 from mcpower.cli.preload import _embeds_query
 from mcpower.defaults import DEFAULT_MODEL
@@ -34,7 +32,7 @@ import mcpower.embedding as embedding
 loads, started = [], []
 
 def load_embedder(model, backend="onnx", cache_dir=None):
-    from conftest import FakeEmbedder
+    from conftest import FakeEmbedder, fresh_python, tagged_json
     loads.append([model, threading.current_thread().name])
     return FakeEmbedder()
 
@@ -57,21 +55,11 @@ print("\\nRAN " + json.dumps({"loads": loads, "started": started}))
 
 
 def run_main(*args: str | Path, model: str | None = None) -> tuple[dict[str, Any], subprocess.CompletedProcess[str]]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MCPOWER_")}
-    env.update(HF_HUB_OFFLINE="1", MCPOWER_ALLOWED_MODELS=FakeEmbedder.model_name)
+    env = {"MCPOWER_ALLOWED_MODELS": FakeEmbedder.model_name}
     if model is not None:
         env["MCPOWER_MODEL"] = model
-    proc = subprocess.run(
-        [sys.executable, "-c", WRAPPER, str(TESTS_DIR), json.dumps([str(a) for a in args])],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
-    last = proc.stdout.rstrip().splitlines()[-1] if proc.stdout.strip() else ""
-    assert last.startswith("RAN "), (proc.stdout, proc.stderr)
-    return json.loads(last[len("RAN ") :]), proc
+    proc = fresh_python(WRAPPER, str(TESTS_DIR), json.dumps([str(a) for a in args]), env=env)
+    return tagged_json(proc, "RAN"), proc
 
 
 @pytest.fixture
@@ -144,3 +132,42 @@ def test_no_head_start_when_no_query_is_embedded(docs: Path, args: tuple[str, ..
 )
 def test_which_commands_get_a_head_start(argv: list[str], embeds: bool) -> None:
     assert _embeds_query(argv) is embeds
+
+
+# The head start's load does not end before the command has: it waits for main() to return.
+OUTLIVES = """
+import json, sys, threading
+sys.path.insert(0, sys.argv[1])
+import mcpower.embedding as embedding
+
+command_ended, marker = threading.Event(), sys.argv[3]
+
+def load_embedder(model, backend="onnx", cache_dir=None):
+    command_ended.wait()
+    from conftest import FakeEmbedder, fresh_python, tagged_json
+    with open(marker, "w") as f:
+        f.write("loaded")
+    return FakeEmbedder()
+
+embedding.load_embedder = load_embedder
+sys.argv = ["mcpower", *json.loads(sys.argv[2])]
+from mcpower.cli import main
+try:
+    main()
+except SystemExit as e:
+    print(f"exit {e.code}", file=sys.stderr)
+finally:
+    command_ended.set()
+"""
+
+
+def test_a_search_that_fails_early_lets_the_model_load_finish_before_exiting(docs: Path, tmp_path: Path) -> None:
+    # ONNX Runtime aborts the process (std::bad_alloc, exit 134) if the interpreter ends while a
+    # thread is opening a session: a failed search must wait for the head start, not cut it off.
+    marker = tmp_path / "loaded"
+    args = ["search", "no-such-dataset", "zephyrine", "--datasets-dir", str(docs)]
+    proc = fresh_python(OUTLIVES, str(TESTS_DIR), json.dumps(args), str(marker))
+
+    assert "unknown dataset 'no-such-dataset'" in proc.stderr and "exit 1" in proc.stderr, proc.stderr
+    assert proc.returncode == 0, proc.stderr  # the wrapper ended normally, after the load
+    assert marker.read_text() == "loaded"

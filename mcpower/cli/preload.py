@@ -35,14 +35,17 @@ if TYPE_CHECKING:
 
 
 class _Loading:
-    """One model loading in a daemon thread; :meth:`get` waits for it and raises what it raised."""
+    """One model loading in a thread; :meth:`get` waits for it and raises what it raised."""
 
     def __init__(self, model: str, cache_dir: Path, allowed: Collection[str]) -> None:
         self.model, self.cache_dir = model, cache_dir
         self._done = threading.Event()
         self._result: Embedder | None = None
         self._error: BaseException | None = None
-        threading.Thread(target=self._load, args=(allowed,), name="mcpower-preload", daemon=True).start()
+        # Not a daemon: a command that fails before it needs the model (an unknown dataset, a bad
+        # option) must not end the interpreter under ONNX Runtime while it opens the session,
+        # which aborts the process (std::bad_alloc, exit 134). It waits the load out, ~0.3 s.
+        threading.Thread(target=self._load, args=(allowed,), name="mcpower-preload", daemon=False).start()
 
     def _load(self, allowed: Collection[str]) -> None:
         try:

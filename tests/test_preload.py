@@ -171,3 +171,50 @@ def test_a_search_that_fails_early_lets_the_model_load_finish_before_exiting(doc
     assert "unknown dataset 'no-such-dataset'" in proc.stderr and "exit 1" in proc.stderr, proc.stderr
     assert proc.returncode == 0, proc.stderr  # the wrapper ended normally, after the load
     assert marker.read_text() == "loaded"
+
+
+# Ctrl-C lands while the command starts, inside an import that turns any failure into an error of
+# its own (as numpy's does: "ImportError: import numpy failed"), as the head start begins.
+FRAGILE = """
+import os, signal
+try:
+    os.kill(os.getpid(), signal.SIGINT)
+    sum(range(10000))
+except BaseException as e:
+    raise ImportError("import fragile failed") from e
+"""
+
+# Nothing that starts threads (numpy's BLAS does) is imported before main(), as in a real start:
+# a thread that does not hold Ctrl-C could take the signal for the whole process.
+INTERRUPTED = """
+import json, os, signal, sys
+sys.path[:0] = [sys.argv[1], sys.argv[3]]
+import mcpower.cli.preload as preload
+
+def load_embedder(model, backend="onnx", cache_dir=None):
+    from conftest import FakeEmbedder
+    return FakeEmbedder()
+
+def head_start(argv):
+    import fragile
+    import mcpower.embedding as embedding
+    embedding.load_embedder = load_embedder
+    real_head_start(argv)
+
+assert len(os.listdir("/proc/self/task")) == 1, "a thread started before main()"
+real_head_start, preload.head_start = preload.head_start, head_start
+signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal, whatever ran this
+sys.argv = ["mcpower", *json.loads(sys.argv[2])]
+from mcpower.cli import main
+main()
+"""
+
+
+def test_ctrl_c_while_a_search_starts_exits_130_without_a_traceback(docs: Path, tmp_path: Path) -> None:
+    (tmp_path / "fragile.py").write_text(FRAGILE, encoding="utf-8")
+    args = ["search", "docs", "zephyrine", "--datasets-dir", str(docs)]
+    proc = fresh_python(INTERRUPTED, str(TESTS_DIR), json.dumps(args), str(tmp_path))
+
+    assert proc.returncode == 130, proc.stderr
+    assert "Traceback" not in proc.stderr and "Error" not in proc.stderr, proc.stderr
+    assert proc.stdout == ""  # no search ran

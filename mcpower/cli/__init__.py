@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import gc
 import os
+import signal
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 # pydantic reads the entry points of every installed distribution, looking for plugins, when it
 # builds its first model: 0.06 s of CPU in every cold command (0.2 s on a loaded machine). The
@@ -34,11 +37,30 @@ def main() -> None:
     """
     gc.disable()
     try:
-        from mcpower.cli import preload
+        with _ctrl_c_held():
+            from mcpower.cli import preload
 
-        preload.head_start(sys.argv[1:])
-        from mcpower.cli.app import app
-
+            preload.head_start(sys.argv[1:])
+            from mcpower.cli.app import app
         app()
+    except KeyboardInterrupt:  # held during start-up, delivered as it ended: exit as typer does
+        raise SystemExit(130) from None
     finally:
         gc.freeze()
+
+
+@contextmanager
+def _ctrl_c_held() -> Iterator[None]:
+    """Hold Ctrl-C while the command's libraries import, and deliver it after (where main turns it
+    into exit 130). Landing inside an import, it leaves modules half-imported, and numpy and
+    pydantic turn it into errors of their own ("ImportError: import numpy failed", SchemaError)
+    with a traceback. Start-up takes well under a second; where there is no signal mask (Windows)
+    nothing is held."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})

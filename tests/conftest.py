@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -185,6 +186,13 @@ def tagged_json(proc: subprocess.CompletedProcess[str], tag: str) -> Any:
     last = proc.stdout.rstrip().splitlines()[-1] if proc.stdout.strip() else ""
     assert last.startswith(tag + " "), (proc.stdout, proc.stderr)
     return json.loads(last[len(tag) + 1 :])
+
+
+def join_warm_up() -> None:
+    """Wait for the MCP servers' warm-up threads, which read the datasets a test is about to remove."""
+    for thread in threading.enumerate():
+        if thread.name == "mcpower-warm-up":
+            thread.join(timeout=10)
 
 
 def write_files(root: Path, files: dict[str, str | bytes]) -> Path:

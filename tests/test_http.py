@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
-from conftest import FakeEmbedder
+from conftest import FakeEmbedder, join_warm_up
 from http_fixtures import TOKEN
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -51,9 +51,7 @@ INITIALIZE = {
 def registry(datasets: Path) -> Iterator[Registry]:
     reg = Registry(datasets, embedder_factory=lambda model: FakeEmbedder())
     yield reg
-    for thread in threading.enumerate():
-        if thread.name == "mcpower-warm-up":
-            thread.join(timeout=10)
+    join_warm_up()
     reg.close()
 
 

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import shutil
-import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
-from conftest import FakeEmbedder, write_files
+from conftest import FakeEmbedder, join_warm_up, write_files
 from mcp import Client, MCPError
 from mcp.types import CallToolResult
 from server_fixtures import (
@@ -49,9 +48,7 @@ def make_registry() -> Iterator[Callable[[Path], Registry]]:
         return registry
 
     yield make
-    for thread in threading.enumerate():
-        if thread.name == "mcpower-warm-up":
-            thread.join(timeout=10)
+    join_warm_up()
     for registry in made:
         registry.close()
 

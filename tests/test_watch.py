@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 from conftest import FakeEmbedder, write_files
 from server_fixtures import subprocess_env, write_launcher
-from watch_fixtures import ADDED, MODIFIED, QUIET, Clock, published, watched_notes, write_notes
+from watch_fixtures import ADDED, MODIFIED, QUIET, Clock, published, settle, watched_notes, write_notes
 
 from mcpower.errors import EmbeddingModelError
 from mcpower.ingestion import IngestOptions, ingest
@@ -53,12 +53,6 @@ def setup(
 
 
 reindexed = published
-
-
-def settle(watcher: Watcher, clock: Clock, seconds: float = QUIET) -> None:
-    """Let the fake clock run past the quiet time and run what is due."""
-    clock.t += seconds
-    watcher.run_due(clock.t)
 
 
 def start(watcher: Watcher, clock: Clock) -> None:

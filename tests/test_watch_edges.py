@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from conftest import FakeEmbedder, write_files
 from server_fixtures import REPO_ROOT, subprocess_env
-from watch_fixtures import ADDED, MODIFIED, QUIET, Clock, published, watched_notes, write_notes
+from watch_fixtures import ADDED, MODIFIED, QUIET, Clock, published, settle, watched_notes, write_notes
 
 import mcpower.discover
 import mcpower.ingestion
@@ -53,11 +53,6 @@ def setup(
 
 def found(registry: Registry, word: str) -> list[str]:
     return sorted(r.path for r in search(registry, word, dataset="notes", mode="keyword", top_k=20).results)
-
-
-def settle(watcher: Watcher, clock: Clock, seconds: float = QUIET) -> None:
-    clock.t += seconds
-    watcher.run_due(clock.t)
 
 
 def edit(watcher: Watcher, clock: Clock, path: Path, text: str, change: int = MODIFIED) -> None:

@@ -18,7 +18,7 @@ import anyio
 import httpx2
 import numpy as np
 import pytest
-from conftest import FakeEmbedder
+from conftest import FakeEmbedder, join_warm_up
 from http_fixtures import TOKEN, HttpServer, write_http_launcher
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -46,9 +46,7 @@ def registry(source: Path, datasets_dir: Path) -> Iterator[Registry]:
     ingest(source, datasets_dir, IngestOptions(dataset_id="notes"), embedder=FakeEmbedder())
     registry = Registry(datasets_dir, embedder_factory=lambda model: FakeEmbedder())
     yield registry
-    for thread in threading.enumerate():
-        if thread.name == "mcpower-warm-up":
-            thread.join(timeout=10)
+    join_warm_up()
     registry.close()
 
 

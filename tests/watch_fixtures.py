@@ -47,6 +47,12 @@ def watched_notes(
     return watcher, registry, clock, events
 
 
+def settle(watcher: Watcher, clock: Clock, seconds: float = QUIET) -> None:
+    """Let the fake clock run past the quiet time and run what is due."""
+    clock.t += seconds
+    watcher.run_due(clock.t)
+
+
 def published(events: list[WatchEvent]) -> list[WatchEvent]:
     """The events of re-ingests that published a new version."""
     return [e for e in events if e.kind == "reindexed" and e.report is not None and e.report.published]

@@ -16,7 +16,7 @@ import pytest
 import typer
 
 import mcpower.cli
-from mcpower.cli import common, datasets, importing, ingest, search, serve
+from mcpower.cli import common, datasets, importing, ingest, preload, search, serve
 from mcpower.cli.app import SHORT_COMMANDS
 
 
@@ -43,6 +43,8 @@ def collector_during(monkeypatch: pytest.MonkeyPatch, argv: list[str]) -> bool:
     for module in (common, datasets, importing, ingest, search, serve):
         if hasattr(module, "settings"):
             monkeypatch.setattr(module, "settings", settings)
+    # A search would start loading the real model, which no command here gets to use.
+    monkeypatch.setattr(preload, "head_start", lambda argv: None)
     monkeypatch.setattr(sys, "argv", ["mcpower", *argv])
     with pytest.raises(SystemExit) as exit_:
         mcpower.cli.main()

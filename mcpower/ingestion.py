@@ -131,6 +131,11 @@ def ingest(
         raise IngestError(f"{source}: no such folder; pass the folder of documents to ingest")
     src = src.resolve()
     ds_id = opts.dataset_id if opts.dataset_id is not None else slugify(src.name)
+    if opts.dataset_id is None and not is_valid_id(ds_id):
+        raise IngestError(
+            f"cannot derive a dataset id from the folder name {src.name[:80]!r}; "
+            "pass one with --id (1-64 lowercase letters, digits and hyphens, e.g. --id my-docs)"
+        )
     if not is_valid_id(ds_id):
         raise IngestError(
             f"invalid dataset id {ds_id[:80]!r}: use 1-64 lowercase letters, digits and hyphens (--id my-docs)"

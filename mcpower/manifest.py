@@ -13,6 +13,7 @@ import json
 import os
 import re
 import stat
+import unicodedata
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 from typing import Annotated, Any, ClassVar, Literal
@@ -37,8 +38,13 @@ MAX_OVERLAP = 4096
 
 
 def slugify(name: str) -> str:
-    """A dataset id from a folder name: 'My Docs_v2' -> 'my-docs-v2'."""
-    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:MAX_ID_CHARS].strip("-")
+    """A dataset id from a folder name: 'My Docs_v2' -> 'my-docs-v2', 'Café' -> 'cafe'.
+
+    Accents are dropped (NFKD, then ASCII); a name with no Latin letters or digits ('日本語')
+    gives '', which the caller reports as "cannot derive an id".
+    """
+    ascii_name = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode("ascii")
+    return re.sub(r"[^a-z0-9]+", "-", ascii_name.lower()).strip("-")[:MAX_ID_CHARS].strip("-")
 
 
 class _Model(BaseModel):

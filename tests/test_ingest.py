@@ -146,7 +146,15 @@ def test_defaults_for_id_name_and_description(tmp_path: Path, datasets_dir: Path
 
 
 @pytest.mark.parametrize(
-    ("name", "slug"), [("My Docs_v2", "my-docs-v2"), ("--x--", "x"), ("Ünï", "n"), ("a" * 80, "a" * 64)]
+    ("name", "slug"),
+    [
+        ("My Docs_v2", "my-docs-v2"),
+        ("--x--", "x"),
+        ("Ünï", "uni"),
+        ("Café Notes", "cafe-notes"),
+        ("日本語", ""),
+        ("a" * 80, "a" * 64),
+    ],
 )
 def test_slugify(name: str, slug: str) -> None:
     assert slugify(name) == slug
@@ -481,6 +489,24 @@ def test_bad_dataset_id(corpus: Path, datasets_dir: Path, dataset_id: str) -> No
     with pytest.raises(IngestError, match="invalid dataset id"):
         run(corpus, datasets_dir, dataset_id=dataset_id)
     assert not datasets_dir.exists()
+
+
+def test_a_folder_name_without_latin_letters_asks_for_an_id(tmp_path: Path, datasets_dir: Path) -> None:
+    folder = tmp_path / "日本語"
+    folder.mkdir()
+    (folder / "a.md").write_text("# Title\n\nSome text.\n")
+    with pytest.raises(
+        IngestError, match=r"cannot derive a dataset id from the folder name '日本語'; pass one with --id"
+    ):
+        run(folder, datasets_dir, dataset_id=None)
+    assert not datasets_dir.exists()
+
+
+def test_an_accented_folder_name_gives_its_ascii_id(tmp_path: Path, datasets_dir: Path) -> None:
+    folder = tmp_path / "Café Notes"
+    folder.mkdir()
+    (folder / "a.md").write_text("# Title\n\nSome text.\n")
+    assert run(folder, datasets_dir, dataset_id=None).dataset_id == "cafe-notes"
 
 
 def test_missing_folder(tmp_path: Path, datasets_dir: Path) -> None:

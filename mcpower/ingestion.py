@@ -10,24 +10,23 @@ content changed and carries the other vectors over.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 from pydantic import ValidationError
 
 from mcpower import __version__, embedding
-from mcpower.chunking import CHUNKER, SUPPORTED_TYPES, UnreadableError, build_document, size_limit
-from mcpower.chunking.worker import Reader
+from mcpower.assembly import ProgressCallback, assemble, skip_summary
+from mcpower.chunking import CHUNKER, SUPPORTED_TYPES
 from mcpower.defaults import DEFAULT_BACKEND, DEFAULT_CHUNK_TOKENS, DEFAULT_MODEL, DEFAULT_OVERLAP, DEFAULT_TOP_K
-from mcpower.discover import DEFAULT_MAX_FILE_BYTES, SourceFile, discover, read_document
-from mcpower.errors import IngestError
+from mcpower.discover import DEFAULT_MAX_FILE_BYTES, discover
+from mcpower.errors import DatasetLockedError, IngestError
 from mcpower.manifest import (
     MAX_CHUNK_TOKENS,
     MAX_OVERLAP,
@@ -41,13 +40,12 @@ from mcpower.manifest import (
     now_utc,
     slugify,
 )
-from mcpower.store import Catalog, ChunkRow, DatasetBuild, DocumentRow, Store, chunk_id
+from mcpower.store import Catalog, DatasetBuild
 from mcpower.store.local import LocalCatalog
 
 logger = logging.getLogger(__name__)
 
-# (phase, done, total): phases are "files" and "chunks"
-ProgressCallback = Callable[[str, int, int], None]
+__all__ = ["IngestOptions", "IngestReport", "ProgressCallback", "fit_window", "ingest", "skip_summary"]
 
 
 @dataclass(frozen=True)
@@ -93,14 +91,31 @@ class IngestReport:
     full_rebuild: bool = True
     rebuild_reason: str = ""
     seconds: float = 0.0
+    # Each phase's own time (the total is ``seconds``): loading the model (a first ONNX export
+    # included), waiting for another ingest (--wait), reading and chunking, embedding, writing.
+    model_seconds: float = 0.0
+    wait_seconds: float = 0.0
+    read_seconds: float = 0.0
     embed_seconds: float = 0.0
+    write_seconds: float = 0.0
     touched: int = 0  # unchanged content, but another size or modification time: recorded anew
     published: bool = True  # False when skip_unchanged found nothing to publish
     notes: list[str] = field(default_factory=list)  # worth telling the user, not errors
 
     @property
     def chunks_per_second(self) -> float:
-        return self.embedded / self.seconds if self.seconds else 0.0
+        """Embedding speed: chunks embedded per second of the embedding phase alone."""
+        return self.embedded / self.embed_seconds if self.embed_seconds else 0.0
+
+    def phases(self) -> dict[str, float]:
+        """Seconds per phase, for reports: model, waiting, reading, embedding, writing."""
+        return {
+            "model": self.model_seconds,
+            "waiting": self.wait_seconds,
+            "reading": self.read_seconds,
+            "embedding": self.embed_seconds,
+            "writing": self.write_seconds,
+        }
 
 
 def ingest(
@@ -159,13 +174,12 @@ def ingest(
             + (f"; {len(skipped)} skipped" if skipped else "")
             + ")"
         )
+    t0 = time.perf_counter()
     emb = embedder or embedding.load_embedder(opts.model, opts.backend, opts.cache_dir)
-    if chunk_tokens > emb.max_tokens - 2:
-        logger.info("chunk size %d lowered to the model window %d", chunk_tokens, emb.max_tokens - 2)
-        chunk_tokens = emb.max_tokens - 2
-        overlap = min(overlap, chunk_tokens - 1)
-    report = IngestReport(ds_id, catalog.location(ds_id), skipped=list(skipped))
-    with catalog.lock(ds_id, opts.wait):
+    model_seconds = time.perf_counter() - t0
+    chunk_tokens, overlap = fit_window(chunk_tokens, overlap, emb.max_tokens)
+    report = IngestReport(ds_id, catalog.location(ds_id), skipped=list(skipped), model_seconds=model_seconds)
+    with _locked(catalog, ds_id, opts.wait, report, progress):
         previous = catalog.current(ds_id)
         try:
             fingerprint = _fingerprint(emb, chunk_tokens, overlap)
@@ -173,7 +187,7 @@ def ingest(
                 report.rebuild_reason = "the model or chunking settings changed"
             reuse = previous if previous is not None and not opts.full and not report.rebuild_reason else None
             report.full_rebuild = reuse is None
-            docs, chunks, vectors = _build(src, files, opts, emb, chunk_tokens, overlap, reuse, report, progress)
+            docs, chunks, vectors = assemble(src, files, opts, emb, chunk_tokens, overlap, reuse, report, progress)
             if not src.is_dir():  # deleted or renamed meanwhile: the files not read yet are not gone from it
                 raise IngestError(f"{src.name}: the folder vanished while it was read; nothing was published")
             prev = previous.info if previous is not None else None
@@ -207,13 +221,57 @@ def ingest(
                 report.published = False
                 published = prev
             else:
+                t0 = time.perf_counter()
                 published = catalog.publish(DatasetBuild(info, docs, chunks, vectors))
+                report.write_seconds = time.perf_counter() - t0
         finally:
             if previous is not None:
                 previous.close()
     report.documents, report.chunks = published.counts.documents, published.counts.chunks
     report.seconds = time.perf_counter() - started
     return report
+
+
+def fit_window(chunk_tokens: int, overlap: int, max_tokens: int) -> tuple[int, int]:
+    """Chunk size and overlap that fit the model's window (two tokens go to its markers).
+
+    A larger chunk size is lowered, with a warning the CLI shows, and the overlap scaled with it
+    (1000/500 on a 256-token model gives 254/127), so chunks keep the share the user asked for
+    instead of being nearly all overlap.
+    """
+    window = max_tokens - 2
+    if chunk_tokens <= window:
+        return chunk_tokens, overlap
+    scaled = min(overlap * window // chunk_tokens, window // 2)
+    logger.warning(
+        "--chunk-tokens %d is more than the model's window of %d tokens: chunks of %d tokens, overlap %d%s",
+        chunk_tokens,
+        max_tokens,
+        window,
+        scaled,
+        f" (scaled from {overlap})" if scaled != overlap else "",
+        extra={"event": "ingest.chunk_size_lowered"},
+    )
+    return window, scaled
+
+
+@contextmanager
+def _locked(
+    catalog: Catalog, ds_id: str, wait: bool, report: IngestReport, progress: ProgressCallback | None
+) -> Iterator[None]:
+    """Hold the dataset's write lock; with ``wait``, say so (progress "waiting") before blocking."""
+    with ExitStack() as stack:
+        t0 = time.perf_counter()
+        try:
+            stack.enter_context(catalog.lock(ds_id, False))
+        except DatasetLockedError:
+            if not wait:
+                raise
+            if progress:
+                progress("waiting", 0, 0)
+            stack.enter_context(catalog.lock(ds_id, True))
+        report.wait_seconds = time.perf_counter() - t0
+        yield
 
 
 def _source_record(src: Path, opts: IngestOptions, report: IngestReport) -> SourceInfo | None:
@@ -246,133 +304,3 @@ def _fingerprint(emb: embedding.Embedder, chunk_tokens: int, overlap: int) -> st
     precision = "int8" if emb.backend == "onnx-int8" else "fp32"
     key = f"{emb.model_fingerprint}|{emb.dimension}|{precision}|{CHUNKER}|{chunk_tokens}|{overlap}"
     return hashlib.sha256(key.encode()).hexdigest()[:32]
-
-
-def _build(
-    src: Path,
-    files: list[SourceFile],
-    opts: IngestOptions,
-    emb: embedding.Embedder,
-    chunk_tokens: int,
-    overlap: int,
-    reuse: Store | None,
-    report: IngestReport,
-    progress: ProgressCallback | None,
-) -> tuple[list[DocumentRow], list[ChunkRow], np.ndarray]:
-    old: dict[str, tuple[DocumentRow, list[ChunkRow]]] = {}
-    if reuse is not None:
-        old = {d.path: (d, cs) for d, cs in reuse.iter_documents()}
-    docs: list[DocumentRow] = []
-    chunks: list[ChunkRow] = []
-    carried: list[int] = []  # chunk ids whose vectors come from the previous version
-    to_embed: list[tuple[int, str]] = []  # (position in chunks, text to embed)
-    indexed_at = now_utc().isoformat()
-    with Reader() as reader:
-        for n, f in enumerate(files, 1):
-            if progress:
-                progress("files", n, len(files))
-            suffix = Path(f.rel).suffix.lower()
-            try:
-                raw, st = read_document(f, size_limit(suffix, opts.max_file_bytes))
-                size, mtime = st.st_size, st.st_mtime  # as read: a file rewritten since it was listed counts as read
-            except OSError as e:
-                report.skipped.append((f.rel, f"cannot read: {e.strerror}"))
-                continue
-            content_hash = hashlib.sha256(raw).hexdigest()
-            doc_id = len(docs) + 1
-            prev = old.pop(f.rel, None)
-            if prev is not None and prev[0].content_hash == content_hash:
-                d, cs = prev
-                if (d.size, d.mtime) != (size, mtime):
-                    report.touched += 1
-                docs.append(dataclasses.replace(d, id=doc_id, size=size, mtime=mtime))
-                for old_chunk in cs:
-                    chunks.append(dataclasses.replace(old_chunk, document_id=doc_id))
-                    carried.append(old_chunk.id)
-                report.unchanged += 1
-                continue
-            try:
-                parsed = reader.read(raw, suffix)
-            except UnreadableError as e:
-                report.skipped.append((f.rel, str(e)))
-                continue
-            del raw
-            try:
-                document = build_document(parsed, Path(f.rel).name, emb.count_tokens, chunk_tokens, overlap)
-            except Exception as e:  # a chunker bug one file triggers must not stop the others being ingested
-                logger.exception("cannot chunk %s", f.rel, extra={"event": "ingest.chunk_error"})
-                report.skipped.append((f.rel, f"cannot be chunked ({type(e).__name__}); please report this as a bug"))
-                continue
-            report.file_notes.extend((f.rel, note) for note in document.notes)
-            docs.append(
-                DocumentRow(
-                    doc_id, f.rel, document.title, suffix, size, mtime, content_hash, indexed_at, document.content
-                )
-            )
-            # An edited file keeps the vectors of its chunks whose text and headings did not change.
-            kept = {(c.id, c.heading_path, c.text) for c in prev[1]} if prev is not None else set()
-            seen: dict[str, int] = {}
-            for c in document.chunks:
-                occurrence = seen.get(c.text, 0)
-                seen[c.text] = occurrence + 1
-                pages = c.pages or (None, None)
-                row = ChunkRow(
-                    chunk_id(f.rel, c.text, occurrence),
-                    doc_id,
-                    c.ordinal,
-                    c.heading,
-                    c.start_line,
-                    c.end_line,
-                    c.text,
-                    *pages,
-                )
-                if (row.id, row.heading_path, row.text) in kept:
-                    carried.append(row.id)
-                else:
-                    to_embed.append((len(chunks), c.embed_text))
-                chunks.append(row)
-            if prev is None:
-                report.added += 1
-            else:
-                report.changed += 1
-    report.removed = len(old)
-    if not docs:
-        raise IngestError(f"{src.name}: every file was skipped — {skip_summary(report.skipped)}")
-    _check_unique([c.id for c in chunks])
-    vectors = np.zeros((len(chunks), emb.dimension), dtype=np.float32)
-    if reuse is not None and carried:
-        position = {c.id: i for i, c in enumerate(chunks)}
-        vectors[[position[i] for i in carried]] = reuse.vectors(carried)
-    if to_embed:
-        t0 = time.perf_counter()
-        done = 0
-
-        def tick(n: int) -> None:
-            nonlocal done
-            done += n
-            if progress:
-                progress("chunks", done, len(to_embed))
-
-        vectors[[i for i, _ in to_embed]] = emb.embed_documents([t for _, t in to_embed], progress=tick)
-        report.embed_seconds = time.perf_counter() - t0
-    report.embedded = len(to_embed)
-    if not np.isfinite(vectors).all():
-        raise IngestError("the model produced non-finite vectors; the model files may be damaged")
-    return docs, chunks, vectors
-
-
-def skip_summary(skipped: list[tuple[str, str]], examples: int = 3) -> str:
-    """What was skipped, by reason: 'not UTF-8 (2 files: a.md, b.md); binary file (1 file: c.md)'."""
-    by_reason: dict[str, list[str]] = {}
-    for path, reason in skipped:
-        by_reason.setdefault(reason.split(" (byte ")[0], []).append(path)
-    parts = []
-    for reason, paths in sorted(by_reason.items(), key=lambda kv: -len(kv[1])):
-        shown = ", ".join(paths[:examples]) + (", ..." if len(paths) > examples else "")
-        parts.append(f"{reason} ({len(paths)} file{'s' if len(paths) != 1 else ''}: {shown})")
-    return "; ".join(parts)
-
-
-def _check_unique(ids: list[int]) -> None:
-    if len(set(ids)) != len(ids):  # 63-bit hashes: only two identical (path, text, occurrence) collide
-        raise IngestError("two chunks got the same id; please report this as a bug")

@@ -65,15 +65,18 @@ def test_ingest_prints_a_summary(corpus: Path, datasets_dir: Path) -> None:
 def test_progress_bars_only_on_a_terminal(
     corpus: Path, datasets_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from mcpower.cli import ingest as ingest_command
+    import sys
+
+    from mcpower.cli.progress import Progress
 
     for tty in (False, True):
-        monkeypatch.setattr(ingest_command.sys.stderr, "isatty", lambda tty=tty: tty, raising=False)
-        with ingest_command._Progress(enabled=True) as progress:
+        monkeypatch.setattr(sys.stderr, "isatty", lambda tty=tty: tty, raising=False)
+        with Progress(enabled=True) as progress:
             progress("files", 1, 2)
             progress("files", 2, 2)
-        bars = capsys.readouterr().err
-        assert ("files: 100%" in bars) is tty, bars
+        said = capsys.readouterr().err
+        assert ("files: 100%" in said) is tty, said
+        assert ("read 2 files in " in said) is not tty, said  # off a terminal: plain lines instead
 
 
 def test_mcpower_cache_dir_is_where_models_are_cached(
@@ -103,7 +106,7 @@ def test_ingest_again_reports_unchanged(dsdir: Path, corpus: Path) -> None:
     result = invoke("ingest", corpus, "--id", "docs", "--datasets-dir", dsdir, "-q")
 
     assert result.exit_code == 0
-    assert "(0 added, 0 changed, 0 removed, 5 unchanged); embedded 0 chunks" in result.stdout
+    assert "(0 added, 0 changed, 0 removed, 5 unchanged); nothing to embed" in result.stdout
 
 
 def test_ingest_json(corpus: Path, datasets_dir: Path) -> None:

@@ -83,9 +83,23 @@ def no_datasets(root: Path) -> str:
 
 
 def setup_logging(verbose: bool = False) -> None:
-    logging.basicConfig(
-        level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(message)s", stream=sys.stderr
-    )
+    """Log records to stderr for a person: warnings as ``warning: …``, and mcpower's notices
+    (information worth seeing, such as the first model export) as plain lines."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_CliFormatter())
+    if not verbose:
+        handler.addFilter(lambda r: r.levelno >= logging.WARNING or bool(getattr(r, "notice", False)))
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, handlers=[handler])
+    if not verbose:
+        logging.getLogger("mcpower").setLevel(logging.INFO)  # its notices reach the handler's filter
+
+
+class _CliFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        message = record.getMessage()
+        if record.levelno < logging.WARNING:
+            return message
+        return f"{record.levelname.lower()}: {message}"
 
 
 def print_json(data: Any) -> None:

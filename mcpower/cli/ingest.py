@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import signal
-import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from mcpower.cli.common import DatasetsDir, JsonFlag, WatchDebounce, milvus_catalog, settings, setup_logging
+from mcpower.cli.progress import Progress, duration, plural, rate
 from mcpower.defaults import BACKENDS, DEFAULT_CHUNK_TOKENS, DEFAULT_MAX_FILE_MB, DEFAULT_OVERLAP
 
 if TYPE_CHECKING:
@@ -71,7 +71,12 @@ def ingest(
     wait: Annotated[
         bool, typer.Option("--wait", help="Wait for another ingest of this dataset instead of failing.")
     ] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
+    quiet: Annotated[
+        bool,
+        typer.Option(
+            "--quiet", "-q", help="No progress: neither bars (on a terminal) nor progress lines (in a pipe or log)."
+        ),
+    ] = False,
     watch: Annotated[
         bool, typer.Option("--watch", help="Then keep watching the folder and re-ingest on changes (Ctrl-C stops).")
     ] = False,
@@ -114,9 +119,13 @@ def ingest(
     )
     # Watching re-ingests with the same model: load it once for both.
     emb = embedding.load_embedder(s.model, s.backend, s.cache_dir) if watch else None
-    with _Progress(enabled=not quiet and not as_json) as progress:
-        target = milvus_catalog(s) if s.milvus_uri else s.datasets_dir
-        report = run_ingest(path, target, options, embedder=emb, progress=progress)
+    try:
+        with Progress(enabled=not quiet and not as_json) as progress:
+            target = milvus_catalog(s) if s.milvus_uri else s.datasets_dir
+            report = run_ingest(path, target, options, embedder=emb, progress=progress)
+    except KeyboardInterrupt:
+        typer.echo("interrupted: nothing was published; the dataset is as it was before this ingest", err=True)
+        raise typer.Exit(130) from None
     _show(report, as_json, compact=watch)
     if watch:
         from mcpower.cli.watching import watch_dataset
@@ -138,6 +147,7 @@ def _show(report: IngestReport, as_json: bool, compact: bool = False, location: 
             "skipped": [{"path": p, "reason": r} for p, r in report.skipped],
             "notes": [{"path": p, "note": n} for p, n in report.file_notes],
             "seconds": round(report.seconds, 2),
+            "phases": {k: round(v, 2) for k, v in report.phases().items()},
             "chunks_per_second": round(report.chunks_per_second, 1),
         }
         typer.echo(json.dumps(data, ensure_ascii=False, indent=None if compact else 2))
@@ -151,41 +161,25 @@ def _show(report: IngestReport, as_json: bool, compact: bool = False, location: 
     if report.rebuild_reason:
         typer.echo(f"full rebuild: {report.rebuild_reason}", err=True)
     if not report.published:
-        typer.echo(f"{report.dataset_id}: nothing changed ({report.documents} documents)")
+        typer.echo(f"{report.dataset_id}: nothing changed ({plural(report.documents, 'document')})")
         return
-    typer.echo(
-        f"{report.dataset_id}: {report.documents} documents, {report.chunks} chunks "
-        f"({report.added} added, {report.changed} changed, {report.removed} removed, {report.unchanged} unchanged); "
-        f"embedded {report.embedded} chunks in {report.seconds:.1f} s ({report.chunks_per_second:.0f} chunks/s)"
+    embedded = (
+        f"embedded {plural(report.embedded, 'chunk')} in {duration(report.embed_seconds)} "
+        f"({rate(report.embedded, report.embed_seconds, 'chunks')})"
+        if report.embedded
+        else "nothing to embed"
     )
+    typer.echo(
+        f"{report.dataset_id}: {plural(report.documents, 'document')}, {plural(report.chunks, 'chunk')} "
+        f"({report.added} added, {report.changed} changed, {report.removed} removed, {report.unchanged} unchanged); "
+        f"{embedded}"
+    )
+    if not compact:
+        spent = ", ".join(f"{k} {duration(v)}" for k, v in report.phases().items() if v or k != "waiting")
+        typer.echo(f"took {duration(report.seconds)}" + (f": {spent}" if spent else ""), err=True)
     if location:
         typer.echo(f"dataset: {report.location}")
 
 
 def _exit_on_sigterm(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)
-
-
-class _Progress:
-    """tqdm bars on stderr for the ingest phases; silent when stderr is not a terminal."""
-
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled and sys.stderr.isatty()
-        self.bars: dict[str, Any] = {}
-
-    def __enter__(self) -> _Progress:
-        return self
-
-    def __call__(self, phase: str, done: int, total: int) -> None:
-        if not self.enabled:
-            return
-        from tqdm import tqdm
-
-        bar = self.bars.get(phase)
-        if bar is None:
-            bar = self.bars[phase] = tqdm(total=total, desc=phase, unit=phase[:-1], file=sys.stderr, leave=True)
-        bar.update(done - bar.n)
-
-    def __exit__(self, *exc: object) -> None:
-        for bar in self.bars.values():
-            bar.close()

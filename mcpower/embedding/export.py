@@ -48,7 +48,11 @@ def export_onnx(spec: ModelSpec, cache_dir: Path, quantized: bool = False, hashe
 
     def export(tmp: Path) -> None:
         _drop_older_recipes(folder)
-        logger.warning("exporting the embedding model %s to ONNX, once (10-30 s; later runs reuse it)", spec.name)
+        logger.info(  # information, not a problem: the CLI shows "notice" records without a level
+            "exporting the embedding model %s to ONNX, once (10-30 s; later runs reuse it)",
+            spec.name,
+            extra={"event": "model.export", "notice": True},
+        )
         _export_fp32(spec, tmp)
 
     fp32 = _cached(folder / f"model-r{EXPORT_RECIPE}.onnx", export, hashes)

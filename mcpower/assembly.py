@@ -1,0 +1,165 @@
+"""Assembling a version from a folder's files: read each one (carrying unchanged documents and
+unchanged chunks' vectors over from the previous version), chunk it, embed the new chunks.
+
+``ingestion.ingest`` runs this under the dataset's write lock and publishes what it returns.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from mcpower import embedding
+from mcpower.chunking import UnreadableError, build_document, size_limit
+from mcpower.chunking.worker import Reader
+from mcpower.discover import SourceFile, read_document
+from mcpower.errors import IngestError
+from mcpower.manifest import now_utc
+from mcpower.store import ChunkRow, DocumentRow, Store, chunk_id
+
+if TYPE_CHECKING:
+    from mcpower.ingestion import IngestOptions, IngestReport
+
+logger = logging.getLogger(__name__)
+
+# (phase, done, total): "waiting" (once, when --wait has to wait for another ingest), "files", "chunks"
+ProgressCallback = Callable[[str, int, int], None]
+
+
+def assemble(
+    src: Path,
+    files: list[SourceFile],
+    opts: IngestOptions,
+    emb: embedding.Embedder,
+    chunk_tokens: int,
+    overlap: int,
+    reuse: Store | None,
+    report: IngestReport,
+    progress: ProgressCallback | None,
+) -> tuple[list[DocumentRow], list[ChunkRow], np.ndarray]:
+    old: dict[str, tuple[DocumentRow, list[ChunkRow]]] = {}
+    if reuse is not None:
+        old = {d.path: (d, cs) for d, cs in reuse.iter_documents()}
+    docs: list[DocumentRow] = []
+    chunks: list[ChunkRow] = []
+    carried: list[int] = []  # chunk ids whose vectors come from the previous version
+    to_embed: list[tuple[int, str]] = []  # (position in chunks, text to embed)
+    indexed_at = now_utc().isoformat()
+    t0 = time.perf_counter()
+    with Reader() as reader:
+        for n, f in enumerate(files, 1):
+            if progress:
+                progress("files", n, len(files))
+            suffix = Path(f.rel).suffix.lower()
+            try:
+                raw, st = read_document(f, size_limit(suffix, opts.max_file_bytes))
+                size, mtime = st.st_size, st.st_mtime  # as read: a file rewritten since it was listed counts as read
+            except OSError as e:
+                report.skipped.append((f.rel, f"cannot read: {e.strerror}"))
+                continue
+            content_hash = hashlib.sha256(raw).hexdigest()
+            doc_id = len(docs) + 1
+            prev = old.pop(f.rel, None)
+            if prev is not None and prev[0].content_hash == content_hash:
+                d, cs = prev
+                if (d.size, d.mtime) != (size, mtime):
+                    report.touched += 1
+                docs.append(dataclasses.replace(d, id=doc_id, size=size, mtime=mtime))
+                for old_chunk in cs:
+                    chunks.append(dataclasses.replace(old_chunk, document_id=doc_id))
+                    carried.append(old_chunk.id)
+                report.unchanged += 1
+                continue
+            try:
+                parsed = reader.read(raw, suffix)
+            except UnreadableError as e:
+                report.skipped.append((f.rel, str(e)))
+                continue
+            del raw
+            try:
+                document = build_document(parsed, Path(f.rel).name, emb.count_tokens, chunk_tokens, overlap)
+            except Exception as e:  # a chunker bug one file triggers must not stop the others being ingested
+                logger.exception("cannot chunk %s", f.rel, extra={"event": "ingest.chunk_error"})
+                report.skipped.append((f.rel, f"cannot be chunked ({type(e).__name__}); please report this as a bug"))
+                continue
+            report.file_notes.extend((f.rel, note) for note in document.notes)
+            docs.append(
+                DocumentRow(
+                    doc_id, f.rel, document.title, suffix, size, mtime, content_hash, indexed_at, document.content
+                )
+            )
+            # An edited file keeps the vectors of its chunks whose text and headings did not change.
+            kept = {(c.id, c.heading_path, c.text) for c in prev[1]} if prev is not None else set()
+            seen: dict[str, int] = {}
+            for c in document.chunks:
+                occurrence = seen.get(c.text, 0)
+                seen[c.text] = occurrence + 1
+                pages = c.pages or (None, None)
+                row = ChunkRow(
+                    chunk_id(f.rel, c.text, occurrence),
+                    doc_id,
+                    c.ordinal,
+                    c.heading,
+                    c.start_line,
+                    c.end_line,
+                    c.text,
+                    *pages,
+                )
+                if (row.id, row.heading_path, row.text) in kept:
+                    carried.append(row.id)
+                else:
+                    to_embed.append((len(chunks), c.embed_text))
+                chunks.append(row)
+            if prev is None:
+                report.added += 1
+            else:
+                report.changed += 1
+    report.removed = len(old)
+    report.read_seconds = time.perf_counter() - t0
+    if not docs:
+        raise IngestError(f"{src.name}: every file was skipped — {skip_summary(report.skipped)}")
+    _check_unique([c.id for c in chunks])
+    vectors = np.zeros((len(chunks), emb.dimension), dtype=np.float32)
+    if reuse is not None and carried:
+        position = {c.id: i for i, c in enumerate(chunks)}
+        vectors[[position[i] for i in carried]] = reuse.vectors(carried)
+    if to_embed:
+        t0 = time.perf_counter()
+        done = 0
+
+        def tick(n: int) -> None:
+            nonlocal done
+            done += n
+            if progress:
+                progress("chunks", done, len(to_embed))
+
+        vectors[[i for i, _ in to_embed]] = emb.embed_documents([t for _, t in to_embed], progress=tick)
+        report.embed_seconds = time.perf_counter() - t0
+    report.embedded = len(to_embed)
+    if not np.isfinite(vectors).all():
+        raise IngestError("the model produced non-finite vectors; the model files may be damaged")
+    return docs, chunks, vectors
+
+
+def skip_summary(skipped: list[tuple[str, str]], examples: int = 3) -> str:
+    """What was skipped, by reason: 'not UTF-8 (2 files: a.md, b.md); binary file (1 file: c.md)'."""
+    by_reason: dict[str, list[str]] = {}
+    for path, reason in skipped:
+        by_reason.setdefault(reason.split(" (byte ")[0], []).append(path)
+    parts = []
+    for reason, paths in sorted(by_reason.items(), key=lambda kv: -len(kv[1])):
+        shown = ", ".join(paths[:examples]) + (", ..." if len(paths) > examples else "")
+        parts.append(f"{reason} ({len(paths)} file{'s' if len(paths) != 1 else ''}: {shown})")
+    return "; ".join(parts)
+
+
+def _check_unique(ids: list[int]) -> None:
+    if len(set(ids)) != len(ids):  # 63-bit hashes: only two identical (path, text, occurrence) collide
+        raise IngestError("two chunks got the same id; please report this as a bug")

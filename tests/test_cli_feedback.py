@@ -145,10 +145,10 @@ def test_an_ingest_into_a_log_file_says_what_it_does(tmp_path: Path, corpus: Pat
     """stderr to a file, as in CI or `2> ingest.log`: phases, warnings, times; the report on stdout."""
     launcher = write_launcher(tmp_path)
     log = tmp_path / "ingest.log"
+    args = ["ingest", str(corpus), "--id", "docs", "--datasets-dir", str(datasets_dir)]
     with log.open("w") as err:
         done = subprocess.run(
-            [sys.executable, str(launcher), "ingest", str(corpus), "--id", "docs", "--datasets-dir", str(datasets_dir)]
-            + ["--chunk-tokens", "1000", "--overlap", "500"],
+            [sys.executable, str(launcher), *args, "--chunk-tokens", "1000", "--overlap", "500"],
             stdout=subprocess.PIPE,
             stderr=err,
             text=True,

@@ -68,9 +68,12 @@ class IngestOptions:
     default_top_k: int | None = None  # default: the previous version's, else DEFAULT_TOP_K
     full: bool = False  # re-embed everything instead of carrying unchanged documents over
     wait: bool = False  # wait for another ingest of the dataset instead of failing
-    # Publish nothing when no file was added, changed, removed or touched (the watcher's re-ingests:
-    # a save that changed nothing must not make a new version).
-    skip_unchanged: bool = False
+    # Publish nothing when no file was added, changed, removed or touched and no option changed: a
+    # re-ingest (or a watcher's save) that changed nothing must not make a new version.
+    skip_unchanged: bool = True
+    # Rebuild the dataset from ``source`` even if it was built from another folder (without it,
+    # that is an error: a folder name used twice must not silently replace the other dataset).
+    replace: bool = False
 
 
 @dataclass
@@ -182,6 +185,8 @@ def ingest(
     with _locked(catalog, ds_id, opts.wait, report, progress):
         previous = catalog.current(ds_id)
         try:
+            if previous is not None and not opts.replace:
+                _check_same_source(ds_id, previous.info, src)
             fingerprint = _fingerprint(emb, chunk_tokens, overlap)
             if previous is not None and not opts.full and previous.info.fingerprint != fingerprint:
                 report.rebuild_reason = "the model or chunking settings changed"
@@ -274,6 +279,21 @@ def _locked(
         yield
 
 
+def _check_same_source(ds_id: str, prev: DatasetInfo, src: Path) -> None:
+    """Refuse to rebuild ``ds_id`` from another folder than the one it was built from.
+
+    Raises:
+        IngestError: the dataset records another source folder.
+    """
+    if prev.source is None or prev.source.path == str(src):
+        return
+    raise IngestError(
+        f"dataset {ds_id!r} was built from {prev.source.path}, not {src}; nothing was changed. "
+        f"To keep both, give this one its own id (--id {slugify(src.parent.name + '-' + src.name) or 'NEW-ID'}); "
+        f"to rebuild {ds_id!r} from {src} instead, pass --replace"
+    )
+
+
 def _source_record(src: Path, opts: IngestOptions, report: IngestReport) -> SourceInfo | None:
     """What the manifest records of the source folder and the options that select its files."""
     try:
@@ -283,6 +303,7 @@ def _source_record(src: Path, opts: IngestOptions, report: IngestReport) -> Sour
             exclude=tuple(opts.exclude),
             follow_symlinks=opts.follow_symlinks,
             max_file_bytes=opts.max_file_bytes,
+            code=opts.code,
         )
     except ValidationError as e:
         where, msg = ".".join(str(x) for x in e.errors()[0]["loc"]), e.errors()[0]["msg"]

@@ -121,6 +121,7 @@ class SourceInfo(_Model):
     exclude: tuple[str, ...] = Field((), max_length=MAX_PATTERNS)
     follow_symlinks: bool = Field(False, strict=True)
     max_file_bytes: int = Field(ge=1, le=1 << 40, strict=True)
+    code: bool = Field(False, strict=True)  # built with --code (source files read too)
 
     @field_validator("path")
     @classmethod

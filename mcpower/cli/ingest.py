@@ -68,6 +68,12 @@ def ingest(
     full: Annotated[
         bool, typer.Option("--full", help="Rebuild everything instead of re-embedding changed files.")
     ] = False,
+    replace: Annotated[
+        bool,
+        typer.Option(
+            "--replace", help="Rebuild the dataset from this folder even though it was built from another one."
+        ),
+    ] = False,
     wait: Annotated[
         bool, typer.Option("--wait", help="Wait for another ingest of this dataset instead of failing.")
     ] = False,
@@ -116,6 +122,7 @@ def ingest(
         default_top_k=top_k,
         full=full,
         wait=wait,
+        replace=replace,
     )
     # Watching re-ingests with the same model: load it once for both.
     emb = embedding.load_embedder(s.model, s.backend, s.cache_dir) if watch else None

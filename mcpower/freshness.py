@@ -28,14 +28,20 @@ class Freshness:
     def __init__(self, ttl: float = FRESHNESS_TTL, clock: Callable[[], float] = time.monotonic) -> None:
         self.ttl = ttl
         self.clock = clock
-        self._seen: dict[tuple[str, str, int, float], tuple[float, bool]] = {}
+        self._seen: dict[tuple[str, str, int, float], tuple[float, str]] = {}
         self._lock = threading.Lock()
 
     def stale(self, source: SourceInfo | None, path: str, size: int, mtime: float) -> bool:
         """Whether ``path`` (relative to the dataset's source folder) has another size or modification
         time than ``size`` and ``mtime``, or is gone."""
+        return bool(self.why(source, path, size, mtime))
+
+    def why(self, source: SourceInfo | None, path: str, size: int, mtime: float) -> str:
+        """Why the result is stale: "" (it is not), "changed" (another size or modification time),
+        "deleted" (the file is gone, its folder is there) or "folder gone" (the whole source folder
+        was moved or deleted: re-ingest it from its new place)."""
         if source is None or size < 0:
-            return False
+            return ""
         key = (source.path, path, size, mtime)
         now = self.clock()
         with self._lock:
@@ -50,12 +56,12 @@ class Freshness:
         return answer
 
 
-def _changed(root: str, rel: str, size: int, mtime: float) -> bool:
+def _changed(root: str, rel: str, size: int, mtime: float) -> str:
     parts = PurePosixPath(rel).parts
     if not parts or PurePosixPath(rel).is_absolute() or ".." in parts or "\x00" in rel:
-        return False  # not a path ingest writes: the database is damaged or forged; never stat outside
+        return ""  # not a path ingest writes: the database is damaged or forged; never stat outside
     try:
         st = os.stat(os.path.join(root, rel))
-    except (OSError, ValueError):
-        return True  # vanished, or no longer readable
-    return st.st_size != size or st.st_mtime != mtime
+    except (OSError, ValueError):  # vanished, or no longer readable
+        return "deleted" if os.path.isdir(root) else "folder gone"
+    return "changed" if st.st_size != size or st.st_mtime != mtime else ""

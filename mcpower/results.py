@@ -66,6 +66,10 @@ class Pages(BaseModel):
     end: int = Field(description="last page, inclusive")
 
 
+def _absent(value: object) -> bool:
+    return value is None
+
+
 class SearchResult(BaseModel):
     """One matching chunk."""
 
@@ -83,10 +87,11 @@ class SearchResult(BaseModel):
     stale: bool = Field(
         False, description="true when the source file has changed or vanished since it was indexed: re-ingest it"
     )
-
-
-def _absent(value: object) -> bool:
-    return value is None
+    stale_reason: str | None = Field(
+        None,
+        exclude_if=_absent,
+        description="with stale: 'changed', 'deleted' (the file is gone) or 'folder gone' (the source folder moved)",
+    )
 
 
 class SearchMeta(BaseModel):

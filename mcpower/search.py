@@ -141,7 +141,7 @@ def search(
     ranked = [(store_id, hit, score) for score, store_id, _, hit in merged if score >= min_score]
     sources = {s.info.id: s.info.source for s in stores}
     picked = [
-        (store_id, hit, score, registry.freshness.stale(sources[store_id], hit.path, hit.size, hit.mtime))
+        (store_id, hit, score, registry.freshness.why(sources[store_id], hit.path, hit.size, hit.mtime))
         for store_id, hit, score in ranked[offset : offset + k]
     ]
     meta = SearchMeta(
@@ -383,7 +383,7 @@ def get_metadata(registry: Registry, result_id: str) -> MetadataResponse:
 
 
 def _result(
-    dataset: str, hit: ChunkHit, score: float, terms: list[str], snippet_chars: int, stale: bool
+    dataset: str, hit: ChunkHit, score: float, terms: list[str], snippet_chars: int, stale: str
 ) -> SearchResult:
     return SearchResult(
         result_id=make_result_id(dataset, hit.id),
@@ -397,7 +397,8 @@ def _result(
         dataset=dataset,
         pages=_pages([hit]),
         indexed_at=hit.indexed_at,
-        stale=stale,
+        stale=bool(stale),
+        stale_reason=stale or None,
     )
 
 

@@ -112,3 +112,38 @@ def test_memory_stays_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     for n in range(25):
         freshness.stale(source, f"f{n}.md", 1, 0.0)
     assert len(freshness._seen) <= 10
+
+
+@pytest.mark.parametrize(
+    ("change", "why", "said"),
+    [
+        ("edit", "changed", "the file changed since it was indexed"),
+        ("delete", "deleted", "the file was deleted since it was indexed"),
+        ("move-folder", "folder gone", "the source folder was moved or deleted since it was indexed"),
+    ],
+)
+def test_a_stale_result_says_why(
+    fresh: tuple[Registry, Clock], corpus: Path, tmp_path: Path, change: str, why: str, said: str
+) -> None:
+    registry, clock = fresh
+    if change == "edit":
+        (corpus / "notes.txt").write_text("We agreed to ship the harpsichord feature, later.\n")
+    elif change == "delete":
+        (corpus / "notes.txt").unlink()
+    else:
+        corpus.rename(tmp_path / "moved-away")
+    clock.t += FRESHNESS_TTL
+    (r,) = search(registry, "harpsichord", dataset="docs", mode="keyword").results
+    assert (r.stale, r.stale_reason) == (True, why)
+    assert r.model_dump()["stale_reason"] == why
+    fresh_result = search(registry, "harpsichord", dataset="docs", mode="keyword")
+    assert "stale_reason" in fresh_result.model_dump_json()
+
+    from mcpower.cli import search as search_command
+
+    assert search_command._STALE[why].startswith(said)
+
+
+def test_a_fresh_result_has_no_stale_reason(fresh: tuple[Registry, Clock]) -> None:
+    (r,) = search(fresh[0], "harpsichord", dataset="docs", mode="keyword").results
+    assert r.stale_reason is None and "stale_reason" not in r.model_dump_json()

@@ -97,7 +97,9 @@ def search(
             where += f"  § {r.heading_path}"
         typer.secho(f"    {where}", fg="cyan", nl=not r.stale)
         if r.stale:
-            typer.secho(f"  (stale: the file changed since it was indexed {r.indexed_at[:16]})", fg="yellow")
+            typer.secho(
+                f"  (stale: {_STALE.get(r.stale_reason or '', _STALE['changed'])} {r.indexed_at[:16]})", fg="yellow"
+            )
         body = " ".join(r.snippet.split())
         for line in textwrap.wrap(body, width - 4)[:4]:
             typer.echo(f"    {line}")
@@ -150,3 +152,11 @@ def eval_(
     for r in reports:
         ms = r.seconds * 1000 / max(r.queries, 1)
         typer.echo(f"{r.mode:<10}" + "".join(f"{r.metrics[m]:>12.4f}" for m in METRICS) + f"{r.queries:>9}{ms:>10.1f}")
+
+
+# How a stale result's reason reads, after "stale: " and before the time it was indexed.
+_STALE = {
+    "changed": "the file changed since it was indexed",
+    "deleted": "the file was deleted since it was indexed",
+    "folder gone": "the source folder was moved or deleted since it was indexed (re-ingest it from its new place)",
+}

@@ -336,7 +336,8 @@ def test_validate_with_no_datasets(tmp_path: Path) -> None:
     result = invoke("validate", "--datasets-dir", tmp_path / "empty")
     missing = invoke("validate", "--datasets-dir", tmp_path / "missing")
 
-    assert result.exit_code == missing.exit_code == 1
+    # nothing to check is not a failure, as for `datasets` and `search --all`; the folder is named
+    assert result.exit_code == missing.exit_code == 0
     assert f"no datasets under {tmp_path / 'empty'} (" in result.stderr  # absolute, and what to do
     assert f"{tmp_path / 'missing'}: the folder does not exist" in missing.stderr
     assert result.stdout == missing.stdout == ""
@@ -459,3 +460,15 @@ def test_ingest_watch_refuses_a_dataset_another_process_watches(dsdir: Path, cor
 def test_serve_and_ingest_help_mention_watching() -> None:
     assert "--watch" in invoke("serve", "--help").stdout
     assert "--watch-debounce" in invoke("ingest", "--help").stdout
+
+
+@pytest.mark.parametrize("command", [["datasets"], ["validate"], ["search", "docs", "x"], ["ingest", "."]])
+def test_a_file_as_the_datasets_folder_is_a_usage_error_naming_it(tmp_path: Path, command: list[str]) -> None:
+    readme = tmp_path / "README.md"
+    readme.write_text("# not a datasets folder\n")
+
+    result = invoke(*command, "--datasets-dir", readme)
+
+    assert result.exit_code == 2, result.output
+    assert f"{readme} is a file, not a folder" in result.stderr
+    assert "--datasets-dir" in result.stderr and "Traceback" not in result.output

@@ -45,8 +45,20 @@ WatchDebounce = Annotated[
 
 
 def settings(**overrides: Any) -> Settings:
-    """Settings with the flags the user gave (None: not given) over MCPOWER_* variables and defaults."""
-    return Settings.load(**overrides)
+    """Settings with the flags the user gave (None: not given) over MCPOWER_* variables and defaults.
+
+    Raises:
+        typer.BadParameter: the datasets folder is a file (a usage error: exit 2).
+    """
+    s = Settings.load(**overrides)
+    where = s.datasets_dir.expanduser()
+    if where.exists() and not where.is_dir():
+        raise typer.BadParameter(
+            f"{where} is a file, not a folder: point it at the folder that holds your datasets "
+            "(`mcpower ingest` creates it)",
+            param_hint="'--datasets-dir' (or MCPOWER_DATASETS_DIR)",
+        )
+    return s
 
 
 def open_registry(s: Settings, embedder_factory: EmbedderFactory | None = None) -> Registry:
@@ -74,6 +86,8 @@ def milvus_catalog(s: Settings) -> Catalog:
 def no_datasets(root: Path) -> str:
     """What to say when there are no datasets under ``root``: where that is, and what to do."""
     where = root.expanduser().resolve()
+    if where.exists() and not where.is_dir():
+        return f"no datasets: {where} is a file, not a folder (point --datasets-dir / MCPOWER_DATASETS_DIR at a folder)"
     if not where.exists():
         return (
             f"no datasets under {where}: the folder does not exist (create a dataset with `mcpower ingest PATH`, "

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from mcpower.cli.common import DatasetsDir, JsonFlag, MilvusUri, no_datasets, open_registry, print_json, settings
+from mcpower.cli.progress import plural
 from mcpower.errors import McpowerError
 
 
@@ -49,7 +50,9 @@ def validate(
         else:
             row["error"] = e.error.message
         rows.append(row)
-    ok = bool(rows) and all(r["status"] == "ready" for r in rows)
+    # Nothing to check is not a failure (as `datasets` and `search --all` exit 0): the message on
+    # stderr names the folder, so a wrong --datasets-dir is still plain to see.
+    ok = all(r["status"] == "ready" for r in rows)
     for e in entries:
         for note in e.notes if (not ids or e.id in ids) else []:
             typer.echo(f"note: {e.id}: {note}", err=True)
@@ -60,7 +63,7 @@ def validate(
             typer.echo(no_datasets(s.datasets_dir), err=True)
         for r in rows:
             detail = (
-                f"{r['documents']} documents, {r['chunks']} chunks"
+                f"{plural(r['documents'], 'document')}, {plural(r['chunks'], 'chunk')}"
                 if r["status"] == "ready"
                 else _message(r["id"], r["error"])
             )

@@ -121,9 +121,15 @@ def test_eval_command_scores_a_dataset(ingested: tuple[Path, object], tmp_path: 
     )
 
     assert result.exit_code == 0, result.output
-    rows = json.loads(result.stdout)
+    report = json.loads(result.stdout)  # one object, like every --json output
+    assert (report["dataset"], report["judged_queries_not_asked"], report["relevant_documents_missing"]) == (
+        "docs",
+        0,
+        0,
+    )
+    rows = report["runs"]
     assert [row["mode"] for row in rows] == ["keyword", "semantic", "hybrid"]
-    assert all(0.0 <= row["ndcg@10"] <= 1.0 and row["queries"] == 2 for row in rows)
+    assert all(0.0 <= row["ndcg@10"] <= 1.0 and row["queries"] == 2 and row["ms_per_query"] >= 0 for row in rows)
     assert max(row["recall@100"] for row in rows) > 0
     assert "warning" not in result.stderr  # every judged document is in the dataset
 
@@ -161,3 +167,23 @@ def test_eval_of_an_unknown_dataset_is_one_error_line(ingested: tuple[Path, obje
 
     assert result.exit_code == 1
     assert result.stderr.startswith("Error: unknown dataset 'nope'")
+
+
+def test_eval_warns_about_judged_queries_missing_from_the_queries_file(
+    ingested: tuple[Path, object], tmp_path: Path
+) -> None:
+    datasets_dir, _ = ingested
+    (tmp_path / "q.jsonl").write_text('{"_id": "1", "text": "install on linux"}\n')
+    (tmp_path / "r.tsv").write_text("1\tguide/install\t1\n2\tguide/install\t1\n3\tguide/install\t1\n")
+
+    args = ["eval", "docs", "--queries", tmp_path / "q.jsonl", "--qrels", tmp_path / "r.tsv", "--json"]
+    result = CliRunner().invoke(app, [str(a) for a in [*args, "--datasets-dir", datasets_dir]])
+
+    assert result.exit_code == 0, result.output
+    assert "warning: 2 of 3 judged queries are not in q.jsonl (e.g. 2, 3); they are left out." in result.stderr
+    assert json.loads(result.stdout)["judged_queries_not_asked"] == 2
+
+
+def test_k_means_top_k_everywhere_and_eval_has_depth() -> None:
+    result = CliRunner().invoke(app, ["eval", "--help"])
+    assert "--depth" in result.stdout and " -k" not in result.stdout

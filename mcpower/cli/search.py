@@ -118,13 +118,21 @@ def eval_(
     queries: Annotated[Path, typer.Option(help="Queries, JSON lines with _id (or id) and text (BEIR).")],
     qrels: Annotated[Path, typer.Option(help="Judgments, TSV: query-id, corpus-id, score (header optional).")],
     mode: Annotated[str, typer.Option(help="hybrid, semantic, keyword, or all (compare the three).")] = "hybrid",
-    depth: Annotated[int, typer.Option("-k", "--depth", min=10, max=1000, help="Chunks retrieved per query.")] = 300,
+    depth: Annotated[int, typer.Option("--depth", min=10, max=1000, help="Chunks retrieved per query.")] = 300,
     datasets_dir: DatasetsDir = None,
     milvus_uri: MilvusUri = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Measure retrieval quality on judged queries: nDCG@10, Recall@10, Recall@100, MRR@10."""
-    from mcpower.evaluation import METRICS, SearchFn, evaluate, load_qrels, load_queries, missing_documents
+    from mcpower.evaluation import (
+        METRICS,
+        EvalReport,
+        SearchFn,
+        evaluate,
+        load_qrels,
+        load_queries,
+        missing_documents,
+    )
     from mcpower.search import rank_paths
 
     s = settings(datasets_dir=datasets_dir, milvus_uri=milvus_uri)
@@ -139,19 +147,41 @@ def eval_(
             "Check that the dataset holds the judged collection and that file names match the qrels ids.",
             err=True,
         )
+    unasked = sorted(qid for qid in judged if qid not in q)
+    if unasked:
+        typer.echo(
+            f"warning: {len(unasked)} of {len(judged)} judged queries are not in {queries.name} "
+            f"(e.g. {', '.join(unasked[:3])}); they are left out. Check that the two files belong together.",
+            err=True,
+        )
     modes = ["keyword", "semantic", "hybrid"] if mode == "all" else [mode]
 
     def searcher(m: str) -> SearchFn:
         return lambda text, k: rank_paths(registry, text, dataset, k, m)
 
     reports = [evaluate(searcher(m), q, judged, depth, dataset, m) for m in modes]
-    if as_json:
-        print_json([{"dataset": r.dataset, "mode": r.mode, "queries": r.queries, **r.metrics} for r in reports])
+
+    def ms(r: EvalReport) -> float:
+        return r.seconds * 1000 / max(r.queries, 1)
+
+    if as_json:  # one object, like every other --json output
+        runs = [{"mode": r.mode, "queries": r.queries, **r.metrics, "ms_per_query": round(ms(r), 2)} for r in reports]
+        print_json(
+            {
+                "dataset": dataset,
+                "depth": depth,
+                "judged_queries": len(judged),
+                "judged_queries_not_asked": len(unasked),
+                "relevant_documents_missing": len(missing),
+                "runs": runs,
+            }
+        )
         return
     typer.echo(f"{'mode':<10}" + "".join(f"{m:>12}" for m in METRICS) + f"{'queries':>9}{'ms/query':>10}")
     for r in reports:
-        ms = r.seconds * 1000 / max(r.queries, 1)
-        typer.echo(f"{r.mode:<10}" + "".join(f"{r.metrics[m]:>12.4f}" for m in METRICS) + f"{r.queries:>9}{ms:>10.1f}")
+        typer.echo(
+            f"{r.mode:<10}" + "".join(f"{r.metrics[m]:>12.4f}" for m in METRICS) + f"{r.queries:>9}{ms(r):>10.1f}"
+        )
 
 
 # How a stale result's reason reads, after "stale: " and before the time it was indexed.

@@ -172,7 +172,7 @@ def search(
 
 
 def _fit(
-    picked: list[tuple[str, ChunkHit, float, bool]],
+    picked: list[tuple[str, ChunkHit, float, str]],  # (dataset, hit, score, why it is stale or "")
     terms: list[str],
     snippet_chars: int,
     max_bytes: int | None,

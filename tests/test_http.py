@@ -351,4 +351,4 @@ def test_print_config_http_public_host_always_has_the_token_header() -> None:
     assert entry["url"] == "http://box.lan:8765/mcp"
     assert entry["headers"]["Authorization"] == "Bearer ${env:MCPOWER_TOKEN}"
     refused = invoke("--http", "--print-config", "claude-desktop")
-    assert refused.exit_code == 1 and "stdio servers only" in refused.stderr
+    assert refused.exit_code == 2 and "stdio servers only" in refused.stderr  # a usage error

@@ -11,9 +11,11 @@ import typer
 from mcpower import __version__
 from mcpower.cli.common import DatasetsDir, MilvusUri, WatchDebounce, no_datasets, open_registry, settings
 from mcpower.config import Settings
+from mcpower.errors import McpowerError
 
 if TYPE_CHECKING:
     from mcpower.registry import Registry
+    from mcpower.server.clients import Launch
     from mcpower.server.http import HttpOptions
     from mcpower.watch import Watcher
 
@@ -93,7 +95,8 @@ def serve(
         str | None,
         typer.Option(
             "--print-config",
-            help="Print the client config snippet and exit: claude-desktop, claude-code, vscode, cursor "
+            help="Print the config snippet for an MCP client and exit: claude-desktop, claude-code, vscode, "
+            "cursor or inspector; it starts the server with this command's other options "
             "(with --http: the URL form, the token as a placeholder).",
         ),
     ] = None,
@@ -128,15 +131,7 @@ def serve(
         watch_debounce=watch_debounce,
     )
     if print_config is not None:
-        from mcpower.server.clients import client_config, http_client_config
-
-        if http:
-            text = http_client_config(print_config, s.http_host, s.http_port, _token_required(s), s.allow_hosts)
-        else:
-            text = client_config(print_config, s.datasets_dir)
-        typer.echo(text)
-        if not http and not any(s.datasets_dir.expanduser().glob("*/manifest.json")):
-            typer.echo(f"warning: {no_datasets(s.datasets_dir)}", err=True)
+        _print_config(print_config, s, http)
         return
     options = _http_options(s) if http else None  # bad access settings fail here, before anything loads
     from mcpower.server.logging import configure_logging
@@ -173,6 +168,52 @@ def serve(
     server = create_server(registry, s.tool_names, threads=s.worker_threads)
     start_watcher(registry, s)
     run_stdio(server)
+
+
+def _print_config(client: str, s: Settings, http: bool) -> None:
+    """The snippet ``client`` needs for the server these settings describe, every option included."""
+    from mcpower.server.clients import CLIENTS, client_config, http_client_config
+
+    if client not in CLIENTS:
+        raise typer.BadParameter(f"{client!r} is not one of {', '.join(CLIENTS)}", param_hint="'--print-config'")
+    if http:
+        try:
+            text = http_client_config(client, s.http_host, s.http_port, _token_required(s), s.allow_hosts)
+        except McpowerError as e:  # a client that cannot reach HTTP servers: a usage error
+            raise typer.BadParameter(e.message, param_hint="'--print-config'") from None
+    else:
+        text = client_config(client, _launch(s))
+    typer.echo(text)
+    if s.milvus_token and not http:
+        typer.echo(
+            "note: MCPOWER_MILVUS_TOKEN is a secret and is not in the snippet: add it to the client's env", err=True
+        )
+    if not http and not s.milvus_uri and not any(s.datasets_dir.expanduser().glob("*/manifest.json")):
+        typer.echo(f"warning: {no_datasets(s.datasets_dir)}", err=True)
+
+
+def _launch(s: Settings) -> Launch:
+    """How a client starts `serve --stdio` as these settings say: flags for the server's own options,
+    the environment for folders and models (absolute, since a client starts it from anywhere)."""
+    from mcpower.server.clients import Launch, this_mcpower
+
+    default = Settings()
+    env = {Settings.variable("datasets_dir"): str(s.datasets_dir.expanduser().resolve())}
+    if s.milvus_uri:  # a milvus-lite file is a path: absolute, or the client would create one where it starts
+        uri = s.milvus_uri if "://" in s.milvus_uri else str(Path(s.milvus_uri).expanduser().resolve())
+        env[Settings.variable("milvus_uri")] = uri
+    for name in ("model", "allowed_models", "cache_dir", "worker_threads"):
+        value = getattr(s, name)
+        if value != getattr(default, name):
+            env[Settings.variable(name)] = str(value.expanduser().resolve() if isinstance(value, Path) else value)
+    command, *first = this_mcpower()
+    args = [*first, "serve", "--stdio"] + (["--watch"] if s.watch else [])
+    if s.watch_debounce != default.watch_debounce:
+        args += ["--watch-debounce", f"{s.watch_debounce:g}"]
+    for name in ("tool_names", "log_level", "log_format"):
+        if getattr(s, name) != getattr(default, name):
+            args += [f"--{name.replace('_', '-')}", str(getattr(s, name))]
+    return Launch(command, tuple(args), env)
 
 
 def start_watcher(registry: Registry, s: Settings) -> Watcher | None:

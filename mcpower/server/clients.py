@@ -3,31 +3,56 @@
 from __future__ import annotations
 
 import json
+import os
 import re
-import shutil
+import shlex
+import socket
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from mcpower.errors import McpowerError
 
-CLIENTS = ("claude-desktop", "claude-code", "vscode", "cursor")
+CLIENTS = ("claude-desktop", "claude-code", "vscode", "cursor", "inspector")
+INSPECTOR = "npx @modelcontextprotocol/inspector"
 
 
-def client_config(client: str, datasets_dir: Path) -> str:
-    """The JSON (or command) ``client`` needs to start this server, with absolute paths.
+@dataclass(frozen=True)
+class Launch:
+    """How a client starts this server over stdio: the command, its arguments, its environment."""
+
+    command: str
+    args: tuple[str, ...]
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def this_mcpower() -> list[str]:
+    """The command that starts the mcpower this process runs, for a client that has none of its
+    environment: the ``mcpower`` script beside this Python (a virtualenv's or pipx's bin folder),
+    else this Python with ``-m mcpower`` (``python -m mcpower``, a zipapp, a test's launcher)."""
+    python = Path(sys.executable).absolute()  # not resolved: a virtualenv's python is a symlink
+    script = python.parent / ("mcpower.exe" if sys.platform == "win32" else "mcpower")
+    if script.is_file() and os.access(script, os.X_OK):
+        return [str(script)]
+    return [str(python), "-m", "mcpower"]
+
+
+def client_config(client: str, launch: Launch) -> str:
+    """The JSON (or command line) ``client`` needs to start this server as ``launch`` says.
 
     Raises:
         McpowerError: an unknown client.
     """
     if client not in CLIENTS:
         raise McpowerError(f"unknown client {client!r}; choose one of {', '.join(CLIENTS)}")
-    exe = shutil.which("mcpower") or sys.argv[0]
-    command = str(Path(exe).resolve())
-    args = ["serve", "--stdio"]
-    env = {"MCPOWER_DATASETS_DIR": str(datasets_dir.expanduser().resolve())}
-    if client == "claude-code":
-        return f"claude mcp add mcpower --env MCPOWER_DATASETS_DIR={env['MCPOWER_DATASETS_DIR']} -- {command} serve --stdio"
-    server = {"command": command, "args": args, "env": env}
+    argv = [launch.command, *launch.args]
+    if client == "claude-code":  # a shell command: every word quoted for the shell
+        env = [w for k, v in launch.env.items() for w in ("--env", f"{k}={v}")]
+        return shlex.join(["claude", "mcp", "add", "mcpower", *env, "--", *argv])
+    if client == "inspector":
+        env = [w for k, v in launch.env.items() for w in ("-e", f"{k}={v}")]
+        return " ".join([INSPECTOR, shlex.join([*env, "--", *argv])])
+    server = {"command": launch.command, "args": list(launch.args), "env": launch.env}
     if client == "vscode":
         return json.dumps({"servers": {"mcpower": {"type": "stdio", **server}}}, indent=2)
     return json.dumps({"mcpServers": {"mcpower": server}}, indent=2)
@@ -39,7 +64,20 @@ TOKEN_PLACEHOLDERS = {
     "claude-code": "$MCPOWER_TOKEN",  # expanded by the shell when the command runs
     "vscode": f"${{input:{VSCODE_TOKEN_INPUT}}}",  # VS Code asks once and keeps it in its secret storage
     "cursor": "${env:MCPOWER_TOKEN}",  # read from Cursor's environment
+    "inspector": "$MCPOWER_TOKEN",  # expanded by the shell when the command runs
 }
+
+
+def http_url(host: str, port: int, allow_hosts: list[str] | None = None) -> str:
+    """The URL a client on this machine or the network reaches the server at.
+
+    Listening on every address (0.0.0.0, ::) names no address a client can use: the first
+    ``--allow-host`` name if there is one (the name clients are meant to use), else this machine's
+    host name, which the network can resolve where 127.0.0.1 would only reach the client's own.
+    """
+    if host in ("0.0.0.0", "::"):
+        host = re.sub(r":(\d+|\*)$", "", allow_hosts[0]) if allow_hosts else socket.gethostname()
+    return f"http://{f'[{host}]' if ':' in host and not host.startswith('[') else host}:{port}/mcp"
 
 
 def http_client_config(client: str, host: str, port: int, token: bool, allow_hosts: list[str] | None = None) -> str:
@@ -57,13 +95,16 @@ def http_client_config(client: str, host: str, port: int, token: bool, allow_hos
             "Claude Desktop's config file starts stdio servers only; "
             "use `mcpower serve --print-config claude-desktop` without --http"
         )
-    if host in ("0.0.0.0", "::"):  # listening everywhere: clients use a name it answers to
-        host = re.sub(r":(\d+|\*)$", "", allow_hosts[0]) if allow_hosts else "127.0.0.1"
-    url = f"http://{f'[{host}]' if ':' in host and not host.startswith('[') else host}:{port}/mcp"
+    url = http_url(host, port, allow_hosts)
     header = f"Bearer {TOKEN_PLACEHOLDERS[client]}"
-    if client == "claude-code":
-        auth = f' --header "Authorization: {header}"' if token else ""
-        return f"claude mcp add --transport http mcpower {url}{auth}"
+    if client in ("claude-code", "inspector"):  # a shell command; "$MCPOWER_TOKEN" is expanded by the shell
+        words = (
+            ["claude", "mcp", "add", "--transport", "http", "mcpower", url]
+            if client == "claude-code"
+            else [*INSPECTOR.split(), "--cli", url, "--transport", "http", "--method", "tools/list"]
+        )
+        line = shlex.join(words)
+        return line + (f' --header "Authorization: {header}"' if token else "")
     server: dict[str, object] = {"url": url}
     if token:
         server["headers"] = {"Authorization": header}

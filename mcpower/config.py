@@ -26,9 +26,12 @@ from mcpower.defaults import (
     Backend,
 )
 from mcpower.env import default_cache_dir, variable
-from mcpower.errors import McpowerError
+from mcpower.errors import InvalidSettingError
 
-__all__ = ["Settings", "default_cache_dir"]
+__all__ = ["FLAGS", "Settings", "default_cache_dir"]
+
+# The flags whose names are not the setting's own (`--port` sets http_port).
+FLAGS = {"http_host": "--host", "http_port": "--port", "allow_origins": "--allow-origin", "allow_hosts": "--allow-host"}
 
 
 class Settings(BaseModel):
@@ -83,7 +86,7 @@ class Settings(BaseModel):
         """The flags given (None: not given) over the MCPOWER_* variables over the defaults.
 
         Raises:
-            McpowerError: a value breaks its setting's rule (named as the variable or flag it came from).
+            InvalidSettingError: a value breaks its setting's rule (named as the flag or variable it came from).
         """
         values = {name: os.environ[cls.variable(name)] for name in cls.model_fields if cls.variable(name) in os.environ}
         given = {name: value for name, value in flags.items() if value is not None}
@@ -92,8 +95,8 @@ class Settings(BaseModel):
         except ValidationError as e:
             err = e.errors()[0]
             name = str(err["loc"][0]) if err["loc"] else "settings"
-            source = f"--{name.replace('_', '-')}" if name in given else cls.variable(name)
-            raise McpowerError(f"{source}: {err['msg']} (got {str(err.get('input'))[:60]!r})") from None
+            source = FLAGS.get(name, f"--{name.replace('_', '-')}") if name in given else cls.variable(name)
+            raise InvalidSettingError(source, f"{err['msg']} (got {str(err.get('input'))[:60]!r})") from None
 
     @staticmethod
     def variable(name: str) -> str:

@@ -52,3 +52,8 @@ _ID = re.compile(r"[a-z0-9-]{1,64}")
 def is_valid_id(value: object) -> bool:
     """Whether ``value`` is a well-formed dataset id."""
     return isinstance(value, str) and _ID.fullmatch(value) is not None
+
+
+# Bounds of a search's arguments, here so the CLI can check its flags without importing the search code.
+MAX_TOP_K = 100  # results per call: more is a crawl, not a search
+MAX_OFFSET = 1000  # deepest result a page may start at: every page re-ranks offset + top_k candidates

@@ -12,7 +12,8 @@
     ├── InvalidTopKError            INVALID_TOP_K       top_k outside 1..100
     ├── EmbeddingModelError         EMBEDDING_MODEL     the model cannot be loaded, or differs from the dataset's
     ├── IngestError                 INGEST_FAILED       nothing to ingest, unreadable source, bad id ...
-    └── DatasetLockedError          DATASET_LOCKED      another ingest holds the dataset's write lock
+    ├── DatasetLockedError          DATASET_LOCKED      another ingest holds the dataset's write lock
+    └── InvalidSettingError         INVALID_SETTING     a flag or MCPOWER_* variable breaks its rule
 
 Messages name the dataset or path *relative to where the user works* and say how to fix the problem;
 the CLI prints them as one line and the MCP server returns them as tool errors.
@@ -89,3 +90,16 @@ class IngestError(McpowerError):
 
 class DatasetLockedError(McpowerError):
     code = "DATASET_LOCKED"
+
+
+class InvalidSettingError(McpowerError):
+    """A setting's value breaks its rule; ``source`` names where it came from (the flag as the user
+    typed it, or the MCPOWER_* variable), ``reason`` what is wrong, so the CLI can report it as a
+    usage error of that flag."""
+
+    code = "INVALID_SETTING"
+
+    def __init__(self, source: str, reason: str) -> None:
+        super().__init__(f"{source}: {reason}")
+        self.source = source
+        self.reason = reason

@@ -15,11 +15,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from mcpower.defaults import MAX_TOP_K as MAX_TOP_K
 from mcpower.errors import InvalidQueryError, InvalidTopKError
 from mcpower.results import MODES, Mode, replace_surrogates
 
 MAX_QUERY_CHARS = 1024
-MAX_TOP_K = 100
 # BM25 at which the keyword score is 0.5, and the weight of the semantic score in hybrid mode:
 # the best pair on both SciFact and Cranfield in benchmarks/fusion_study.py (docs/search.md).
 KEYWORD_HALF = 16.0

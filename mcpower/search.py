@@ -15,6 +15,7 @@ from pathlib import Path
 from pydantic import TypeAdapter
 
 from mcpower.defaults import DEFAULT_TOP_K
+from mcpower.defaults import MAX_OFFSET as MAX_OFFSET  # importable from here, as before
 from mcpower.errors import (
     DatasetNotFoundError,
     DatasetUnavailableError,
@@ -57,8 +58,6 @@ from mcpower.terms import query_terms
 SCOPES = ("chunk", "neighbors", "section")
 # The shortest snippet a result keeps while a response is shrunk to fit its budget.
 MIN_SNIPPET_CHARS = 64
-# Deepest result a page may start at: every page re-ranks offset + top_k candidates.
-MAX_OFFSET = 1000
 _RESULT = TypeAdapter(SearchResult)
 
 

@@ -10,15 +10,72 @@ import gc
 from typing import Annotated, Any
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperArgument, TyperGroup
 
 from mcpower import __version__
 from mcpower.cli import datasets, importing, ingest, search, serve
 from mcpower.errors import McpowerError
 
+# How --help names the values of options and arguments, Click's way (an upper-case word, or the
+# choices in brackets) instead of typer's `<str>` and `{path}`; other names go by type (_by_type).
+METAVARS = {
+    "path": "PATH",
+    "ids": "ID",
+    "dataset": "DATASET",
+    "query": "QUERY",
+    "dataset_id": "ID",
+    "name": "TEXT",
+    "description": "TEXT",
+    "datasets_dir": "DIR",
+    "milvus_uri": "URI",
+    "model": "MODEL",
+    "backend": "[onnx|onnx-int8|torch]",
+    "include": "GLOB",
+    "exclude": "GLOB",
+    "max_file_mb": "MB",
+    "watch_debounce": "SECONDS",
+    "file_type": "SUFFIX",
+    "folder": "FOLDER",
+    "queries": "FILE",
+    "qrels": "FILE",
+    "log_level": "[debug|info|warning|error]",
+    "log_format": "[json|text]",
+    "tool_names": "[default|seed]",
+    "print_config": "CLIENT",
+}
+
+
+def _by_type(param: Any) -> str:
+    described = getattr(param, "type_descriptor", None)  # typer's record of the annotation
+    if getattr(described, "is_path", False):
+        return "PATH"
+    return {int: "N", float: "NUMBER"}.get(getattr(described, "annotation", str), "TEXT")
+
+
+class _Argument(TyperArgument):
+    """An argument in --help as Click shows one: `PATH`, `[QUERY]`, `[ID]...` (no `{PATH}`, no `<str>`)."""
+
+    def display_type_rich(self, ctx: Any) -> str:
+        return ""
+
+    def _usage_display_name(self) -> str:
+        name = self.display_name_raw if self.required else f"[{self.display_name_raw}]"
+        return name + ("..." if self.nargs != 1 else "")
+
 
 class _Group(TyperGroup):
-    """Translates McpowerError into `Error: ...` on stderr and exit 1 — the one place that does."""
+    """Translates McpowerError into `Error: ...` on stderr and exit 1 — the one place that does —
+    and names every value in --help (METAVARS)."""
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        command = super().get_command(ctx, cmd_name)
+        for param in command.params if command is not None else []:
+            flag = getattr(param, "is_flag", False) or getattr(param, "count", False)
+            if param.metavar is None and not flag and param.name:
+                param.metavar = METAVARS.get(param.name) or _by_type(param)
+            if type(param) is TyperArgument:
+                param.__class__ = _Argument
+        return command
 
     def invoke(self, ctx: Any) -> Any:
         try:
@@ -35,6 +92,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_show_locals=False,
     rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -48,9 +49,14 @@ def settings(**overrides: Any) -> Settings:
     """Settings with the flags the user gave (None: not given) over MCPOWER_* variables and defaults.
 
     Raises:
-        typer.BadParameter: the datasets folder is a file (a usage error: exit 2).
+        typer.BadParameter: a value breaks its rule, or the datasets folder is a file (usage errors: exit 2).
     """
-    s = Settings.load(**overrides)
+    from mcpower.errors import InvalidSettingError
+
+    try:
+        s = Settings.load(**overrides)
+    except InvalidSettingError as e:  # a usage error, named as the user gave it (exit 2, as Click does)
+        raise typer.BadParameter(e.reason, param_hint=f"'{e.source}'") from None
     where = s.datasets_dir.expanduser()
     if where.exists() and not where.is_dir():
         raise typer.BadParameter(
@@ -59,6 +65,17 @@ def settings(**overrides: Any) -> Settings:
             param_hint="'--datasets-dir' (or MCPOWER_DATASETS_DIR)",
         )
     return s
+
+
+def one_of(*choices: str) -> Callable[[str | None], str | None]:
+    """An option callback that accepts only ``choices``: a usage error (exit 2) names the flag and them."""
+
+    def check(value: str | None) -> str | None:
+        if value is not None and value not in choices:
+            raise typer.BadParameter(f"{value!r} is not one of {', '.join(choices)}")
+        return value
+
+    return check
 
 
 def open_registry(s: Settings, embedder_factory: EmbedderFactory | None = None) -> Registry:

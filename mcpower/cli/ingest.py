@@ -11,7 +11,7 @@ import typer
 
 from mcpower.cli.common import DatasetsDir, JsonFlag, WatchDebounce, milvus_catalog, settings, setup_logging
 from mcpower.cli.progress import Progress, duration, plural, rate
-from mcpower.defaults import BACKENDS, DEFAULT_CHUNK_TOKENS, DEFAULT_MAX_FILE_MB, DEFAULT_OVERLAP
+from mcpower.defaults import BACKENDS, DEFAULT_CHUNK_TOKENS, DEFAULT_MAX_FILE_MB, DEFAULT_OVERLAP, DEFAULT_TOP_K
 
 if TYPE_CHECKING:
     from mcpower.ingestion import IngestReport
@@ -56,7 +56,17 @@ def ingest(
             "--code", help="Also read source code (.py .js .ts .go .rs .java); --include '*.py' reads one kind."
         ),
     ] = False,
-    top_k: Annotated[int | None, typer.Option("--default-top-k", min=1, max=100, help="Default result count.")] = None,
+    top_k: Annotated[
+        int | None,
+        typer.Option(
+            "--default-top-k",
+            min=1,
+            max=100,
+            help="Results a search of this dataset returns when it asks for no number "
+            f"[default: the previous version's, else {DEFAULT_TOP_K}].",
+            show_default=False,
+        ),
+    ] = None,
     follow_symlinks: Annotated[bool, typer.Option(help="Follow symlinks that lead outside the folder.")] = False,
     max_file_mb: Annotated[
         float | None,

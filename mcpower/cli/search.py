@@ -9,7 +9,8 @@ from typing import Annotated
 import typer
 
 from mcpower.cli import preload
-from mcpower.cli.common import DatasetsDir, JsonFlag, MilvusUri, open_registry, print_json, settings
+from mcpower.cli.common import DatasetsDir, JsonFlag, MilvusUri, one_of, open_registry, print_json, settings
+from mcpower.defaults import MAX_OFFSET, MAX_TOP_K
 
 
 def search(
@@ -19,16 +20,45 @@ def search(
     ] = None,
     every: Annotated[bool, typer.Option("--all", help="Search every dataset: `mcpower search --all QUERY`.")] = False,
     top_k: Annotated[
-        int | None, typer.Option("-k", "--top-k", help="Number of results, 1-100 [default: the dataset's].")
+        int | None,
+        typer.Option(
+            "-k",
+            "--top-k",
+            min=1,
+            max=MAX_TOP_K,
+            metavar="N",
+            help=f"Number of results, 1-{MAX_TOP_K} [default: the dataset's].",
+            show_default=False,
+        ),
     ] = None,
-    mode: Annotated[str, typer.Option(help="hybrid (default), semantic or keyword.")] = "hybrid",
+    mode: Annotated[
+        str,
+        typer.Option(
+            metavar="[hybrid|semantic|keyword]",
+            callback=one_of("hybrid", "semantic", "keyword"),
+            help="How to rank: both sides fused (hybrid), meaning only, or words only.",
+        ),
+    ] = "hybrid",
     path: Annotated[str | None, typer.Option("--path", help="Only this document (exact relative path).")] = None,
     folder: Annotated[str | None, typer.Option("--folder", help="Only documents under this folder.")] = None,
     file_type: Annotated[str | None, typer.Option("--type", help="Only this file type, e.g. .md")] = None,
-    min_score: Annotated[float, typer.Option(help="Drop results scoring below this (0-1).")] = 0.0,
-    offset: Annotated[int | None, typer.Option(min=0, help="Skip this many results (the next page).")] = None,
+    min_score: Annotated[
+        float, typer.Option(min=0.0, max=1.0, metavar="SCORE", help="Drop results scoring below this (0-1).")
+    ] = 0.0,
+    offset: Annotated[
+        int | None,
+        typer.Option(
+            min=0, max=MAX_OFFSET, metavar="N", help="Skip this many results (the next page).", show_default=False
+        ),
+    ] = None,
     max_tokens: Annotated[
-        int | None, typer.Option(min=1, help="Approximate token budget for the JSON answer (see docs/search.md).")
+        int | None,
+        typer.Option(
+            min=1,
+            metavar="N",
+            help="Approximate token budget for the JSON answer (see docs/search.md).",
+            show_default=False,
+        ),
     ] = None,
     datasets_dir: DatasetsDir = None,
     milvus_uri: MilvusUri = None,
@@ -117,7 +147,14 @@ def eval_(
     dataset: Annotated[str, typer.Argument(help="Dataset id to evaluate.")],
     queries: Annotated[Path, typer.Option(help="Queries, JSON lines with _id (or id) and text (BEIR).")],
     qrels: Annotated[Path, typer.Option(help="Judgments, TSV: query-id, corpus-id, score (header optional).")],
-    mode: Annotated[str, typer.Option(help="hybrid, semantic, keyword, or all (compare the three).")] = "hybrid",
+    mode: Annotated[
+        str,
+        typer.Option(
+            metavar="[hybrid|semantic|keyword|all]",
+            callback=one_of("hybrid", "semantic", "keyword", "all"),
+            help="How to rank, or all: compare the three.",
+        ),
+    ] = "hybrid",
     depth: Annotated[int, typer.Option("--depth", min=10, max=1000, help="Chunks retrieved per query.")] = 300,
     datasets_dir: DatasetsDir = None,
     milvus_uri: MilvusUri = None,

@@ -89,7 +89,11 @@ def serve(
     log_format: Annotated[str | None, typer.Option(help="json or text [env MCPOWER_LOG_FORMAT; default json].")] = None,
     tool_names: Annotated[
         str | None,
-        typer.Option(help="default (knowledge_search ...) or seed (the original system's knowledge.search ...)."),
+        typer.Option(
+            help="default (knowledge_search ...) or seed (the original system's knowledge.search ...) "
+            "[env MCPOWER_TOOL_NAMES; default default].",
+            show_default=False,
+        ),
     ] = None,
     print_config: Annotated[
         str | None,

@@ -1,0 +1,97 @@
+"""The folder a command is started in is data: no code and no model is taken from it by accident.
+
+A user runs `mcpower ingest .` in a cloned docs repository, and an MCP client starts `serve --watch`
+in whatever project folder it has open: a ``socket.py`` or ``sitecustomize.py`` there must never
+run, in the command or in the process that reads documents.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import write_files
+from format_fixtures import pdf
+from server_fixtures import subprocess_env, write_launcher
+
+from mcpower.chunking.worker import Reader
+
+MARKER = "ran.txt"
+# Each writes its name into the marker file when imported; socket.py then behaves as the real one,
+# so an ingest that imported it still succeeds and only the marker tells.
+_RECORD = (
+    "import pathlib\npathlib.Path(__file__).resolve().parent.joinpath({marker!r}).open('a').write({name!r} + '\\n')\n"
+)
+_REAL_SOCKET = (
+    "import sysconfig\n"
+    "_real = sysconfig.get_paths()['stdlib'] + '/socket.py'\n"
+    "exec(compile(open(_real).read(), _real, 'exec'))\n"
+)
+HOSTILE_MODULES = ("socket", "sitecustomize", "usercustomize", "pypdf", "lxml", "docutils", "typer", "mcpower")
+
+
+def hostile_folder(folder: Path) -> Path:
+    """A folder holding modules named like those mcpower and its parsers import, and like mcpower itself."""
+    files: dict[str, str | bytes] = {}
+    for name in HOSTILE_MODULES:
+        record = _RECORD.format(marker=MARKER, name=name)
+        if name in ("lxml", "docutils", "mcpower"):  # packages
+            files[f"{name}/__init__.py"] = record.replace("parent", "parent.parent")
+        else:
+            files[f"{name}.py"] = record + (_REAL_SOCKET if name == "socket" else "")
+    return write_files(folder, files)
+
+
+DOCS: dict[str, str | bytes] = {
+    "page.html": "<html><head><title>Lighthouse</title></head><body><h1>Lighthouse</h1>"
+    "<p>The lighthouse keeper trims the wick at dusk.</p></body></html>",
+    "guide.rst": "Harbour\n=======\n\nThe harbour master logs every ferry.\n",
+    "manual.pdf": pdf([["Tides", "The tide table lists the spring tides."]]),
+}
+
+
+def test_ingest_runs_no_code_from_the_folder_it_is_started_in(tmp_path: Path) -> None:
+    """`mcpower ingest docs` (the CLI, in a subprocess) from a folder holding socket.py,
+    sitecustomize.py, a fake mcpower package ...: none of them runs, and every document is read."""
+    work = hostile_folder(tmp_path / "project")
+    write_files(work / "docs", DOCS)
+    launcher = write_launcher(tmp_path)  # the fake model; its own folder is not the working folder
+    argv = [sys.executable, str(launcher), "ingest", "docs", "--id", "docs", "--json", "-q"]
+    argv += ["--datasets-dir", str(tmp_path / "datasets")]
+    done = subprocess.run(argv, cwd=work, env=subprocess_env(), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert not (work / MARKER).exists(), (work / MARKER).read_text()
+    report = json.loads(done.stdout)
+    assert (report["documents"], report["skipped"]) == (3, [])
+
+
+def test_the_reader_worker_runs_no_code_from_the_working_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The library path: a Reader started in a hostile folder (and with it on the caller's module
+    path, as `python -c` or `python -m` put it) reads HTML, reST and PDF with mcpower's own code."""
+    work = hostile_folder(tmp_path / "project")
+    monkeypatch.chdir(work)
+    monkeypatch.syspath_prepend(str(work))
+    monkeypatch.setattr(sys, "path", ["", *sys.path])
+    with Reader() as reader:
+        texts = [
+            reader.read(data if isinstance(data, bytes) else data.encode(), Path(name).suffix).text
+            for name, data in DOCS.items()
+        ]
+    assert not (work / MARKER).exists(), (work / MARKER).read_text()
+    assert ["lighthouse keeper" in texts[0], "harbour master" in texts[1], "tide table" in texts[2]] == [True] * 3
+
+
+def test_python_dash_m_mcpower_takes_no_module_from_the_working_folder(tmp_path: Path) -> None:
+    """`python -m mcpower` puts the working folder first on the module path, as any `python -m`
+    does; mcpower takes it off before importing anything else (typer, pydantic, socket ...)."""
+    work = hostile_folder(tmp_path / "project")
+    (work / "mcpower").rename(tmp_path / "not-here")  # `python -m` runs the package it finds first
+    argv = [sys.executable, "-m", "mcpower", "datasets", "--json", "--datasets-dir", str(tmp_path / "datasets")]
+    done = subprocess.run(argv, cwd=work, env=subprocess_env(), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert not (work / MARKER).exists(), (work / MARKER).read_text()

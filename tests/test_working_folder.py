@@ -8,6 +8,7 @@ run, in the command or in the process that reads documents.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import write_files
 from format_fixtures import pdf
+from milvus_fixtures import needs_milvus
 from server_fixtures import subprocess_env, write_launcher
 
 from mcpower.chunking.worker import Reader
@@ -95,3 +97,39 @@ def test_python_dash_m_mcpower_takes_no_module_from_the_working_folder(tmp_path:
     done = subprocess.run(argv, cwd=work, env=subprocess_env(), capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert not (work / MARKER).exists(), (work / MARKER).read_text()
+
+
+def _children_named(name: str) -> list[int]:
+    """Ids of this process's children whose command is ``name`` (from /proc)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:  # ended meanwhile
+            continue
+        comm, rest = text[text.index("(") + 1 : text.rindex(")")], text[text.rindex(")") + 2 :].split()
+        if comm == name and int(rest[1]) == os.getpid():
+            found.append(int(stat.parent.name))
+    return found
+
+
+@needs_milvus
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the engine's environment from /proc")
+def test_the_milvus_lite_engine_loads_no_library_from_its_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """milvus-lite starts its engine in the .db file's folder with LD_LIBRARY_PATH=<lib>:<ours>; with
+    ours unset, the empty entry would make the loader look in that folder for libstdc++ and libc."""
+    from mcpower.store.milvus.client import connect, disconnect
+
+    monkeypatch.delenv("LD_LIBRARY_PATH", raising=False)
+    uri = str(tmp_path / "lite.db")
+    client = connect(uri, None)
+    try:
+        [engine] = _children_named("milvus")
+        environ = Path(f"/proc/{engine}/environ").read_bytes().split(b"\0")
+        [path] = [v.split(b"=", 1)[1] for v in environ if v.startswith(b"LD_LIBRARY_PATH=")]
+        assert path.split(b":") and all(os.path.isabs(entry) for entry in path.split(b":")), path
+    finally:
+        disconnect(client, uri)
+    assert "LD_LIBRARY_PATH" not in os.environ  # ours is as it was

@@ -56,6 +56,10 @@ class Settings(BaseModel):
         "", description="comma-separated models (names or absolute folders) datasets may name, besides the packaged one"
     )
     worker_threads: int = Field(DEFAULT_WORKER_THREADS, ge=1, le=64, description="threads running searches")
+    allow_telemetry: bool = Field(
+        False,
+        description="let dependencies (onnxruntime, Hugging Face) record and send their telemetry; read by env.py",
+    )
 
     # serve --http
     http_host: str = Field(DEFAULT_HTTP_HOST, min_length=1, description="address to listen on")

@@ -24,6 +24,7 @@ from mcpower.defaults import (
     DEFAULT_WATCH_DEBOUNCE,
     DEFAULT_WORKER_THREADS,
     Backend,
+    is_model_path,
 )
 from mcpower.env import default_cache_dir, variable
 from mcpower.errors import McpowerError
@@ -106,4 +107,6 @@ class Settings(BaseModel):
     def query_models(self) -> list[str]:
         """The models a dataset's manifest may name: the allowed ones and the operator's own ingest model."""
         names = [m.strip() for m in self.allowed_models.split(",") if m.strip()] + [self.model]
-        return [str(Path(n).expanduser().resolve()) if Path(n).expanduser().is_dir() else n for n in names]
+        # Folders as absolute paths, as manifests name them; a hub name stays a name, even where the
+        # working folder holds a folder of that name.
+        return [str(Path(n).expanduser().resolve()) if is_model_path(n) else n for n in names]

@@ -20,6 +20,9 @@ from milvus_fixtures import needs_milvus
 from server_fixtures import subprocess_env, write_launcher
 
 from mcpower.chunking.worker import Reader
+from mcpower.config import Settings
+from mcpower.embedding import resolve_model
+from mcpower.errors import EmbeddingModelError
 
 MARKER = "ran.txt"
 # Each writes its name into the marker file when imported; socket.py then behaves as the real one,
@@ -133,3 +136,28 @@ def test_the_milvus_lite_engine_loads_no_library_from_its_folder(
     finally:
         disconnect(client, uri)
     assert "LD_LIBRARY_PATH" not in os.environ  # ours is as it was
+
+
+def _model_folder(folder: Path) -> Path:
+    """A folder that looks like a sentence-transformers model to resolve_model."""
+    return write_files(folder, {"config.json": json.dumps({"hidden_size": 8}), "tokenizer.json": "{}"})
+
+
+def test_a_model_name_is_never_taken_from_a_folder_of_that_name_in_the_working_folder(tmp_path: Path) -> None:
+    """`bge-small` or `org/model` (MCPOWER_MODEL, MCPOWER_ALLOWED_MODELS, --model) is a Hugging Face
+    name: a folder of the working folder so named is not loaded; `./org/model` names that folder."""
+    _model_folder(Path("org/model"))  # conftest: the working folder is tmp_path/cwd
+    _model_folder(Path("bge-small"))
+    for name in ("org/model", "bge-small"):
+        with pytest.raises(EmbeddingModelError, match=rf"not available offline \(for the folder here, say \./{name}\)"):
+            resolve_model(name)
+    spec = resolve_model("./org/model")
+    assert spec.name == str(Path("org/model").resolve())  # recorded absolute: any later cwd finds it
+    assert resolve_model(spec.name).fingerprint == spec.fingerprint
+
+
+def test_allowed_model_names_stay_names_and_folders_become_absolute(monkeypatch: pytest.MonkeyPatch) -> None:
+    _model_folder(Path("org/model"))
+    monkeypatch.setenv("MCPOWER_ALLOWED_MODELS", "org/model, ./org/model")
+    monkeypatch.setenv("MCPOWER_MODEL", "bge-small")
+    assert Settings.load().query_models() == ["org/model", str(Path("org/model").resolve()), "bge-small"]

@@ -187,7 +187,7 @@ class _Failed(Exception):
 def worker_command(*args: str) -> tuple[list[str], str]:
     """The command that starts a worker with ``args`` (a descriptor and a memory limit), and the
     folder it starts in: see the module's docstring."""
-    package = Path(__file__).parent.parent  # this module is mcpower/chunking/worker.py
+    package = Path(os.path.abspath(__file__)).parent.parent  # this module is mcpower/chunking/worker.py
     here = os.path.realpath(os.getcwd())
     path = [p for p in sys.path if isinstance(p, str) and os.path.isabs(p) and os.path.realpath(p) != here]
     command = [sys.executable, "-I", "-c", _BOOTSTRAP, json.dumps(path), str(package.parent), *args]

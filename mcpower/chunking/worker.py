@@ -9,20 +9,28 @@ whose every file has a deadline. A file that runs out of time or memory, or kill
 skipped with the reason (a reST file is read as plain text instead); the worker is restarted for
 the next file, and nothing else is lost. The other formats are read in this process.
 
-The worker is a new interpreter (``python -m mcpower.chunking.worker``) talking over a socket
-pair: not a fork (the ingest process runs the model's threads), and not multiprocessing's spawn,
-which would import the caller's main script again in the worker.
+The worker is a new interpreter talking over a socket pair: not a fork (the ingest process runs
+the model's threads), and not multiprocessing's spawn, which would import the caller's main script
+again in the worker. It runs only this process's own code, whatever folder the ingest was started
+in: the interpreter is isolated (``-I``: neither the working folder, PYTHONPATH, the user's site
+folder nor any PYTHON* variable shapes its path), it starts in mcpower's own folder, and a small
+bootstrap gives it this process's module path (less the working folder) and loads the very
+``mcpower`` package this process runs (:func:`worker_command`). ``python -m`` would have put the
+working folder first on the path, and a ``socket.py`` there would have run in the worker.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
+import os
 import socket
 import subprocess
 import sys
 import warnings
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Any
 
 from mcpower.chunking import FORMATS, ISOLATED, Parsed, UnreadableError, format_of, parse_document
@@ -40,6 +48,19 @@ DEFAULT_MEMORY_BYTES = 2 * 1024**3
 START_TIMEOUT = 120.0
 # Read as plain text when their parser fails this way (their text is still good).
 _TEXT_FALLBACK = frozenset({FORMATS[".rst"]})
+# What the isolated interpreter runs first: this process's module path (argv 1, JSON), then the
+# mcpower package found in exactly the folder this process loaded it from (argv 2), whatever else
+# the path holds; then the worker's loop (argv 3 on).
+_BOOTSTRAP = """\
+import importlib.machinery, importlib.util, json, sys
+sys.path[:] = json.loads(sys.argv[1])
+spec = importlib.machinery.PathFinder.find_spec("mcpower", [sys.argv[2]])
+package = importlib.util.module_from_spec(spec)
+sys.modules["mcpower"] = package
+spec.loader.exec_module(package)
+from mcpower.chunking.worker import main
+main(sys.argv[3:])
+"""
 
 
 class Reader:
@@ -123,8 +144,10 @@ class Reader:
         self._kill()
         ours, theirs = socket.socketpair()
         try:
+            command, cwd = worker_command(str(theirs.fileno()), str(self.memory_bytes))
             self._process = subprocess.Popen(
-                [sys.executable, "-m", __name__, str(theirs.fileno()), str(self.memory_bytes)],
+                command,
+                cwd=cwd,
                 pass_fds=(theirs.fileno(),),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,  # parsers print nothing where a user would see it
@@ -134,7 +157,6 @@ class Reader:
             theirs.close()
         self._conn = Connection(ours.detach())
         try:
-            self._conn.send([p for p in sys.path if isinstance(p, str)])  # the modules this process sees
             ready = self._conn.poll(START_TIMEOUT) and self._conn.recv() == "ready"
         except (EOFError, OSError):
             ready = False
@@ -162,6 +184,17 @@ class _Failed(Exception):
     """Reading ran out of time or memory, or the worker died."""
 
 
+def worker_command(*args: str) -> tuple[list[str], str]:
+    """The command that starts a worker with ``args`` (a descriptor and a memory limit), and the
+    folder it starts in: see the module's docstring."""
+    package = Path(os.path.abspath(__file__)).parent.parent  # this module is mcpower/chunking/worker.py
+    here = os.path.realpath(os.getcwd())
+    path = [p for p in sys.path if isinstance(p, str) and os.path.isabs(p) and os.path.realpath(p) != here]
+    command = [sys.executable, "-I", "-c", _BOOTSTRAP, json.dumps(path), str(package.parent), *args]
+    # Its own folder: nothing a parser opens by a relative name comes from the user's working folder.
+    return command, str(package) if package.is_dir() else os.path.dirname(sys.executable) or os.sep
+
+
 def _serve(conn: Connection, memory_bytes: int) -> None:
     """The worker: read (module, bytes) requests until None, answer (status, value)."""
     import signal
@@ -175,7 +208,6 @@ def _serve(conn: Connection, memory_bytes: int) -> None:
         pass
     warnings.simplefilter("ignore")
     logging.disable(logging.CRITICAL)  # parsers log what they repair: the terminal is the ingest's
-    sys.path[:] = conn.recv()
     conn.send("ready")
     while True:
         try:
@@ -200,5 +232,6 @@ def _serve(conn: Connection, memory_bytes: int) -> None:
             conn.send(("memory", ""))
 
 
-if __name__ == "__main__":
-    _serve(Connection(int(sys.argv[1])), int(sys.argv[2]))
+def main(argv: list[str]) -> None:
+    """The worker's entry point (run by the bootstrap): ``argv`` is the descriptor and the memory limit."""
+    _serve(Connection(int(argv[0])), int(argv[1]))

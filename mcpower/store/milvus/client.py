@@ -101,7 +101,7 @@ def connect(uri: str, token: str | None) -> Any:
                 "opened by one process at a time: stop that process, or share datasets through a Milvus server"
             )
         try:
-            with _OPEN_LOCK, _stdout_to_stderr(is_local(uri)):
+            with _OPEN_LOCK, _stdout_to_stderr(is_local(uri)), _lite_library_path(is_local(uri)):
                 return pymilvus.MilvusClient(uri=uri, token=token or "", timeout=CONNECT_TIMEOUT)
         except Exception as e:
             last = e
@@ -140,6 +140,32 @@ def disconnect(client: Any, uri: str) -> None:
             from milvus_lite.server_manager import server_manager_instance
 
             server_manager_instance.release_server(str(Path(uri).expanduser().resolve()))
+
+
+@contextlib.contextmanager
+def _lite_library_path(active: bool) -> Iterator[None]:
+    """While milvus-lite starts its engine process, give LD_LIBRARY_PATH a value if it has none.
+
+    milvus-lite starts the engine with ``LD_LIBRARY_PATH=<its lib folder>:<ours>``: with ours unset
+    that ends in an empty entry, which the dynamic loader reads as the working folder, and the
+    engine runs in the .db file's folder. A ``libstdc++.so.6`` there (a project folder holding
+    ``milvus.db``) would be loaded into the engine. With our value set to milvus-lite's own lib
+    folder, the engine's path names that folder twice and nothing else; ours is restored at once.
+    """
+    if not active or os.environ.get("LD_LIBRARY_PATH"):
+        yield
+        return
+    import milvus_lite
+
+    saved = os.environ.pop("LD_LIBRARY_PATH", None)
+    os.environ["LD_LIBRARY_PATH"] = str(Path(milvus_lite.__file__).resolve().parent / "lib")
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("LD_LIBRARY_PATH", None)
+        else:
+            os.environ["LD_LIBRARY_PATH"] = saved
 
 
 @contextlib.contextmanager

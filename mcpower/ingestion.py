@@ -73,6 +73,9 @@ class IngestOptions:
     # Publish nothing when no file was added, changed, removed or touched (the watcher's re-ingests:
     # a save that changed nothing must not make a new version).
     skip_unchanged: bool = False
+    # Recorded as the source's options instead of the ones above (the watcher re-ingests within its
+    # operator's limits, and keeps the record as the dataset's owner made it: watch/limits.py).
+    source_record: SourceInfo | None = None
 
 
 @dataclass
@@ -213,6 +216,8 @@ def ingest(
 
 def _source_record(src: Path, opts: IngestOptions, report: IngestReport) -> SourceInfo | None:
     """What the manifest records of the source folder and the options that select its files."""
+    if opts.source_record is not None:
+        return opts.source_record.model_copy(update={"path": str(src)})
     try:
         return SourceInfo(
             path=str(src),

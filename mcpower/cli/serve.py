@@ -81,6 +81,24 @@ def serve(
         ),
     ] = None,
     watch_debounce: WatchDebounce = None,
+    watch_follow_symlinks: Annotated[
+        bool | None,
+        typer.Option(
+            "--watch-follow-symlinks",
+            help="With --watch: follow symlinks out of a source folder for datasets ingested with "
+            "--follow-symlinks (off: a manifest cannot turn it on) [env MCPOWER_WATCH_FOLLOW_SYMLINKS].",
+            show_default=False,
+        ),
+    ] = None,
+    watch_code: Annotated[
+        bool | None,
+        typer.Option(
+            "--watch-code",
+            help="With --watch: read source code for datasets ingested with --include '*.py' "
+            "(off: a manifest cannot turn it on) [env MCPOWER_WATCH_CODE].",
+            show_default=False,
+        ),
+    ] = None,
     log_level: Annotated[
         str | None, typer.Option(help="debug, info, warning or error [env MCPOWER_LOG_LEVEL; default info].")
     ] = None,
@@ -126,6 +144,8 @@ def serve(
         allow_hosts=allow_host or None,
         watch=watch,
         watch_debounce=watch_debounce,
+        watch_follow_symlinks=watch_follow_symlinks,
+        watch_code=watch_code,
     )
     if print_config is not None:
         from mcpower.server.clients import client_config, http_client_config
@@ -183,9 +203,11 @@ def start_watcher(registry: Registry, s: Settings) -> Watcher | None:
     """
     if not s.watch:
         return None
-    from mcpower.watch import Watcher
+    from mcpower.watch import Watcher, WatchLimits
 
-    watcher = Watcher(registry, quiet=s.watch_debounce)
+    # The operator's limits: what a dataset's manifest records may narrow them, never widen them.
+    limits = WatchLimits(s.watch_follow_symlinks, int(s.max_file_mb * 1024 * 1024), s.watch_code)
+    watcher = Watcher(registry, quiet=s.watch_debounce, limits=limits)
     watcher.start()
     return watcher
 

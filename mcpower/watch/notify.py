@@ -28,13 +28,7 @@ def folders(roots: Sequence[str], skip: Sequence[str]) -> list[str]:
     for root in roots:
         for dirpath, dirnames, _ in os.walk(root, followlinks=False):  # a symlink is listed, never entered
             found.append(dirpath)
-            dirnames[:] = [
-                d
-                for d in dirnames
-                if not d.startswith(".")
-                and os.path.join(dirpath, d) not in skipped
-                and not os.path.islink(os.path.join(dirpath, d))
-            ]
+            dirnames[:] = [d for d in dirnames if not d.startswith(".") and os.path.join(dirpath, d) not in skipped]
     return found
 
 

@@ -52,6 +52,14 @@ class Settings(BaseModel):
     watch_debounce: float = Field(
         DEFAULT_WATCH_DEBOUNCE, ge=0.05, le=60, description="seconds of quiet after a change before re-ingesting"
     )
+    # What a manifest may ask the watcher for: a manifest is data, so these are the operator's to allow.
+    watch_follow_symlinks: bool = Field(
+        False,
+        description="serve --watch: follow symlinks out of a folder, for datasets ingested with --follow-symlinks",
+    )
+    watch_code: bool = Field(
+        True, description="serve --watch: read source code, for datasets ingested with --include '*.py' (or --code)"
+    )
     milvus_uri: str = Field(
         "", description="a Milvus database for datasets: a milvus-lite file (x.db) or http(s)://host:19530"
     )

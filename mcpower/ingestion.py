@@ -74,6 +74,9 @@ class IngestOptions:
     # Rebuild the dataset from ``source`` even if it was built from another folder (without it,
     # that is an error: a folder name used twice must not silently replace the other dataset).
     replace: bool = False
+    # Recorded as the source's options instead of the ones above (the watcher re-ingests within its
+    # operator's limits, and keeps the record as the dataset's owner made it: watch/limits.py).
+    source_record: SourceInfo | None = None
 
 
 @dataclass
@@ -296,6 +299,8 @@ def _check_same_source(ds_id: str, prev: DatasetInfo, src: Path) -> None:
 
 def _source_record(src: Path, opts: IngestOptions, report: IngestReport) -> SourceInfo | None:
     """What the manifest records of the source folder and the options that select its files."""
+    if opts.source_record is not None:
+        return opts.source_record.model_copy(update={"path": str(src)})
     try:
         return SourceInfo(
             path=str(src),

@@ -432,7 +432,7 @@ def test_a_trusted_dataset_is_watched_without_that_check(
     for p in source.rglob("*.*"):  # every document edited while nobody watched
         p.write_text(p.read_text() + "\nThe ocarina.\n")
     clock = Clock()
-    watcher = Watcher(make_registry(), only=["notes"], trusted=["notes"], clock=clock)
+    watcher = Watcher(make_registry(), only=["notes"], trusted={"notes": str(source.resolve())}, clock=clock)
     try:
         start(watcher, clock)
         assert sorted(found(watcher.registry, "ocarina")) == ["guide.md", "recipes/bread.md", "todo.txt"]

@@ -147,7 +147,9 @@ def ingest(
     if watch:
         from mcpower.cli.watching import watch_dataset
 
-        watch_dataset(report.dataset_id, s, emb, lambda r: _show(r, as_json, compact=True, location=False))
+        watch_dataset(
+            report.dataset_id, path, options, s, emb, lambda r: _show(r, as_json, compact=True, location=False)
+        )
 
 
 def _show(report: IngestReport, as_json: bool, compact: bool = False, location: bool = True) -> None:

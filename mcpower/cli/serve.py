@@ -83,6 +83,24 @@ def serve(
         ),
     ] = None,
     watch_debounce: WatchDebounce = None,
+    watch_follow_symlinks: Annotated[
+        bool | None,
+        typer.Option(
+            "--watch-follow-symlinks",
+            help="With --watch: follow symlinks out of a source folder for datasets ingested with "
+            "--follow-symlinks (off: a manifest cannot turn it on) [env MCPOWER_WATCH_FOLLOW_SYMLINKS].",
+            show_default=False,
+        ),
+    ] = None,
+    watch_code: Annotated[
+        bool | None,
+        typer.Option(
+            "--watch-code/--no-watch-code",
+            help="With --watch: read source code for datasets ingested with --code or --include '*.py', "
+            "as they were built; --no-watch-code reads documents only [env MCPOWER_WATCH_CODE; default on].",
+            show_default=False,
+        ),
+    ] = None,
     log_level: Annotated[
         str | None, typer.Option(help="debug, info, warning or error [env MCPOWER_LOG_LEVEL; default info].")
     ] = None,
@@ -133,6 +151,8 @@ def serve(
         allow_hosts=allow_host or None,
         watch=watch,
         watch_debounce=watch_debounce,
+        watch_follow_symlinks=watch_follow_symlinks,
+        watch_code=watch_code,
     )
     if print_config is not None:
         _print_config(print_config, s, http)
@@ -228,9 +248,11 @@ def start_watcher(registry: Registry, s: Settings) -> Watcher | None:
     """
     if not s.watch:
         return None
-    from mcpower.watch import Watcher
+    from mcpower.watch import Watcher, WatchLimits
 
-    watcher = Watcher(registry, quiet=s.watch_debounce)
+    # The operator's limits: what a dataset's manifest records may narrow them, never widen them.
+    limits = WatchLimits(s.watch_follow_symlinks, int(s.max_file_mb * 1024 * 1024), s.watch_code)
+    watcher = Watcher(registry, quiet=s.watch_debounce, limits=limits)
     watcher.start()
     return watcher
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -11,19 +12,29 @@ import typer
 from mcpower.config import Settings
 
 if TYPE_CHECKING:
-    from mcpower.ingestion import IngestReport
+    from mcpower.ingestion import IngestOptions, IngestReport
     from mcpower.watch import WatchEvent
 
 
-def watch_dataset(dataset_id: str, s: Settings, embedder: Any, show: Callable[[IngestReport], None]) -> None:
-    """Watch the dataset's source folder until Ctrl-C or SIGTERM; each re-ingest is shown as it ends.
+def watch_dataset(
+    dataset_id: str,
+    folder: Path,
+    options: IngestOptions,
+    s: Settings,
+    embedder: Any,
+    show: Callable[[IngestReport], None],
+) -> None:
+    """Watch the dataset's source ``folder`` until Ctrl-C or SIGTERM; each re-ingest is shown as it ends.
+
+    The folder is the one the user named, and the re-ingests read no more than ``options`` did
+    (the manifest is data: rewritten meanwhile, it cannot point the watcher elsewhere or widen them).
 
     Raises:
         McpowerError: the dataset cannot be watched (another process watches it ...).
     """
     from mcpower.cli.common import open_registry
     from mcpower.errors import IngestError
-    from mcpower.watch import Watcher
+    from mcpower.watch import Watcher, WatchLimits
 
     registry = open_registry(s)
     refused: list[str] = []
@@ -48,7 +59,8 @@ def watch_dataset(dataset_id: str, s: Settings, embedder: Any, show: Callable[[I
     watcher = Watcher(
         registry,
         only=[dataset_id],
-        trusted=[dataset_id],
+        trusted={dataset_id: str(folder.expanduser().resolve())},
+        limits=WatchLimits.of_ingest(options.include, options.code, options.follow_symlinks, options.max_file_bytes),
         quiet=s.watch_debounce,
         embedder_factory=lambda info: embedder,
         on_event=on_event,

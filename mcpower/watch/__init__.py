@@ -4,6 +4,7 @@
     notify.py     the notify thread's loop (watchfiles)
     debounce.py   one re-ingest for a burst of changes
     source.py     which changes matter, how a dataset is ingested again, whether its folder is its own
+    limits.py     the operator's limits, and a manifest's recorded options within them
 
 watchfiles (the file-watching library) is imported by the Watcher's thread only, never to search.
 """
@@ -11,6 +12,7 @@ watchfiles (the file-watching library) is imported by the Watcher's thread only,
 from __future__ import annotations
 
 from mcpower.watch.debounce import DEFAULT_QUIET, MAX_DELAY, Debouncer
+from mcpower.watch.limits import WatchLimits
 from mcpower.watch.watcher import RECHECK, Watcher, WatchEvent
 
-__all__ = ["DEFAULT_QUIET", "MAX_DELAY", "RECHECK", "Debouncer", "WatchEvent", "Watcher"]
+__all__ = ["DEFAULT_QUIET", "MAX_DELAY", "RECHECK", "Debouncer", "WatchEvent", "WatchLimits", "Watcher"]

@@ -1,25 +1,29 @@
 """The rules about a watched dataset's source folder: which changes matter, how to ingest it again,
-whether it changed at all, and whether it is the dataset's folder."""
+whether it changed at all, whether it is the dataset's folder, and whether its manifest is ours."""
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
+import stat
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from mcpower.chunking import SUPPORTED_TYPES
+from mcpower.chunking import CODE_TYPES, SUPPORTED_TYPES
 from mcpower.discover import discover
 from mcpower.ingestion import IngestOptions
-from mcpower.manifest import DatasetInfo
+from mcpower.manifest import MANIFEST_NAME, MAX_MANIFEST_BYTES, DatasetInfo, SourceInfo
 from mcpower.registry import Registry
 from mcpower.store import Catalog, Store
 from mcpower.store.local import LocalCatalog
+from mcpower.watch.limits import WatchLimits, within
 
 # Documents compared to tie a recorded source folder to its dataset (see bound).
 BIND_PROBES = 32
+_NOFOLLOW, _NONBLOCK = getattr(os, "O_NOFOLLOW", 0), getattr(os, "O_NONBLOCK", 0)
 _ABSOLUTE = re.compile(r"(?<![\w.~])/[^\s'\"]+")
 
 
@@ -34,13 +38,15 @@ def relevant(rel: str, path: str) -> bool:
     if name.startswith("."):
         return False
     # A document, or a folder (or something gone, which may have been one).
-    return PurePosixPath(name).suffix.lower() in SUPPORTED_TYPES or not os.path.isfile(path)
+    suffix = PurePosixPath(name).suffix.lower()
+    return suffix in SUPPORTED_TYPES or suffix in CODE_TYPES or not os.path.isfile(path)
 
 
-def ingest_options(info: DatasetInfo) -> IngestOptions:
-    """Ingest it again the way it was ingested (the manifest says how)."""
+def ingest_options(info: DatasetInfo, limits: WatchLimits) -> IngestOptions:
+    """Ingest it again the way it was ingested (the manifest says how), within ``limits``; the
+    manifest's record is kept as it is (watch/limits.py)."""
     assert info.source is not None
-    src = info.source
+    sel = within(info.source, limits)
     return IngestOptions(
         dataset_id=info.id,
         name=info.name,
@@ -49,12 +55,14 @@ def ingest_options(info: DatasetInfo) -> IngestOptions:
         backend=info.embedding.backend,
         chunk_tokens=info.chunking.chunk_tokens,
         overlap=info.chunking.overlap,
-        include=src.include,
-        exclude=src.exclude,
-        follow_symlinks=src.follow_symlinks,
-        max_file_bytes=src.max_file_bytes,
+        include=sel.include,
+        exclude=sel.exclude,
+        code=sel.code,
+        follow_symlinks=sel.follow_symlinks,
+        max_file_bytes=sel.max_file_bytes,
         default_top_k=info.default_top_k,
         skip_unchanged=True,
+        source_record=info.source,
     )
 
 
@@ -85,13 +93,17 @@ def ingest_target(catalog: Catalog) -> Path | Catalog:
     return catalog.root if isinstance(catalog, LocalCatalog) else catalog
 
 
-def unchanged(store: Store, root: str, info: DatasetInfo, skip: Sequence[str]) -> bool:
+def unchanged(
+    store: Store, root: str, info: DatasetInfo, skip: Sequence[str], limits: WatchLimits | None = None
+) -> bool:
     """Whether the folder holds exactly the documents the dataset has, at their recorded size and
     modification time (then there is nothing to ingest, and no model to load)."""
     assert info.source is not None
-    src = info.source
+    sel = within(info.source, limits or WatchLimits())
     skip_dirs = [Path(s) for s in skip]
-    files, _ = discover(Path(root), src.include, src.exclude, src.follow_symlinks, src.max_file_bytes, skip_dirs)
+    files, _ = discover(
+        Path(root), sel.include, sel.exclude, sel.follow_symlinks, sel.max_file_bytes, skip_dirs, code=sel.code
+    )
     now = {f.rel: (f.size, f.mtime) for f in files}
     return now == {d.path: (d.size, d.mtime) for d in store.documents()}
 
@@ -99,27 +111,76 @@ def unchanged(store: Store, root: str, info: DatasetInfo, skip: Sequence[str]) -
 def bound(store: Store, root: str) -> bool:
     """Whether the folder at ``root`` holds a document of the dataset as it was ingested (same path,
     same sha256). A manifest is untrusted: its source path must not make a watcher ingest, and then
-    serve, some other folder of this machine."""
+    serve, some other folder of this machine. Only documents whose content an outsider cannot
+    simply know are compared (not an empty one, not a hidden one such as ``.profile``), and each is
+    opened without following a symlink or blocking, and read only if it is a regular file."""
     probes = 0
     for d in store.documents():
         parts = PurePosixPath(d.path).parts
-        if not parts or ".." in parts or PurePosixPath(d.path).is_absolute():
-            continue
-        path = os.path.join(root, d.path)
+        if d.size == 0 or not parts or PurePosixPath(d.path).is_absolute() or any(p.startswith(".") for p in parts):
+            continue  # ('..' is hidden too)
         try:
-            if os.stat(path).st_size != d.size:
-                continue
-            doc = store.document(d.path)
-            with open(path, "rb") as f:
-                digest = hashlib.sha256(f.read(d.size + 1)).hexdigest()
+            digest = _sha256(os.path.join(root, d.path), d.size)
         except OSError:
             continue
+        if digest is None:
+            continue
+        doc = store.document(d.path)
         if doc is not None and digest == doc.content_hash:
             return True
         probes += 1
         if probes >= BIND_PROBES:
             break
     return False
+
+
+def _sha256(path: str, size: int) -> str | None:
+    """The sha256 of the regular file at ``path`` if it has ``size`` bytes (None: another size, or
+    not a regular file: a FIFO or a device is never opened for reading, or waited on)."""
+    fd = os.open(path, os.O_RDONLY | _NOFOLLOW | _NONBLOCK)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size != size:
+            return None
+        digest = hashlib.sha256()
+        remaining = size + 1
+        while remaining > 0 and (block := os.read(fd, min(remaining, 1 << 20))):
+            digest.update(block)
+            remaining -= len(block)
+        return digest.hexdigest()
+    finally:
+        os.close(fd)
+
+
+def foreign(folder: Path, src: SourceInfo) -> str | None:
+    """Why this user's watcher must not trust the manifest of the dataset in ``folder``, or None.
+
+    Its manifest must belong to this user and be writable by nobody else, and record ``src``: it is
+    read again through the descriptor that is checked, so a manifest swapped after the registry
+    read it is not trusted either. (Windows has no owner to compare: None.)
+    """
+    if not hasattr(os, "geteuid"):
+        return None
+    try:
+        fd = os.open(folder / MANIFEST_NAME, os.O_RDONLY | _NOFOLLOW | _NONBLOCK)
+    except OSError as e:
+        return f"its manifest cannot be read ({e.strerror})"
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_MANIFEST_BYTES:
+            return "its manifest is not a regular file of a manifest's size"
+        if st.st_uid != os.geteuid():
+            return "its manifest belongs to another user"
+        if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            return "its manifest can be written by other users"
+        data = os.read(fd, MAX_MANIFEST_BYTES + 1)
+    finally:
+        os.close(fd)
+    try:
+        recorded = SourceInfo.model_validate(json.loads(data)["source"])
+    except (ValueError, KeyError, TypeError, RecursionError):
+        recorded = None
+    return None if recorded == src else "its manifest changed while it was read"
 
 
 def scrub(message: str, root: str) -> str:

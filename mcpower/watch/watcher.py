@@ -24,7 +24,7 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -38,8 +38,9 @@ from mcpower.results import WatchState
 from mcpower.store import Catalog
 from mcpower.store.local import LocalCatalog
 from mcpower.watch.debounce import DEFAULT_QUIET, MAX_DELAY, Debouncer
+from mcpower.watch.limits import WatchLimits, narrowed
 from mcpower.watch.notify import notify
-from mcpower.watch.source import Embedders, bound, ingest_options, ingest_target, relevant, scrub, unchanged
+from mcpower.watch.source import Embedders, bound, foreign, ingest_options, ingest_target, relevant, scrub, unchanged
 
 logger = logging.getLogger(__name__)
 
@@ -77,10 +78,13 @@ class _Watched:
 
 
 class Watcher:
-    """Re-ingests the datasets of ``registry`` whose source folders change (those in ``only``, if given).
+    """Re-ingests the datasets of ``registry`` whose source folders change (those in ``only``, if given),
+    reading no more than ``limits`` allow whatever their manifests record (watch/limits.py).
 
-    ``trusted`` datasets are watched without checking that their recorded folder holds their
-    documents (``ingest PATH --watch``: the user named the folder).
+    A dataset is watched only if its manifest is this user's alone to write and its recorded folder
+    holds one of its documents (source.py: a manifest is data, and must not point the watcher at
+    another folder). ``trusted`` maps datasets to the folder the user named (``ingest PATH
+    --watch``): while the manifest records that folder, neither is checked.
     """
 
     def __init__(
@@ -88,7 +92,8 @@ class Watcher:
         registry: Registry,
         *,
         only: Sequence[str] | None = None,
-        trusted: Iterable[str] = (),
+        trusted: Mapping[str, str] | None = None,
+        limits: WatchLimits | None = None,
         quiet: float = DEFAULT_QUIET,
         max_delay: float = MAX_DELAY,
         recheck: float = RECHECK,
@@ -99,7 +104,8 @@ class Watcher:
     ) -> None:
         self.registry = registry
         self.only = set(only) if only is not None else None
-        self.trusted = set(trusted)
+        self.trusted = dict(trusted or {})
+        self.limits = limits or WatchLimits()
         self.debouncer = Debouncer(quiet, max_delay)
         self.recheck_every = recheck
         self.clock = clock
@@ -149,7 +155,9 @@ class Watcher:
             return self._roots
 
     def _notify(self) -> None:
-        notify(self.roots, self._queue.put, self._stop, self._wake, self.force_polling, self.recheck_every)
+        notify(
+            self.roots, self._ignore, self._queue.put, self._stop, self._wake, self.force_polling, self.recheck_every
+        )
 
     def _work(self) -> None:
         next_check = self.clock()
@@ -237,11 +245,15 @@ class Watcher:
         assert info.source is not None
         root = info.source.path
         handle = self.registry.entry(ds).handle
+        trusted = self.trusted.get(ds) == root
+        why = foreign(handle, info.source) if isinstance(handle, Path) and not trusted else None
+        if why:  # checked before the claim: the dataset's owner may be watching it
+            self._refuse(ds, info, f"{why}; only its owner's `serve --watch` watches it")
+            return
         try:  # the claim first: it is cheap, and a dataset another process watches is tried every recheck
             claim = WatchClaim.take(handle) if isinstance(handle, Path) else None
         except OSError as e:
-            self._refused[ds] = info
-            self._report(WatchEvent(ds, "refused", f"cannot claim it for watching ({e.strerror})"), logging.WARNING)
+            self._refuse(ds, info, f"cannot claim it for watching ({e.strerror})")
             return
         if claim is None and isinstance(handle, Path):
             if self._waiting.get(ds) != "standby":
@@ -249,18 +261,14 @@ class Watcher:
                 self._report(WatchEvent(ds, "standby", "another mcpower process watches it; trying again later"))
             return
         present = os.path.isdir(root)
-        if present and ds not in self.trusted and not self._bound(ds, root):
+        if present and not trusted and not self._bound(ds, root):
             if claim is not None:
                 claim.release()
-            self._refused[ds] = info
-            self._report(
-                WatchEvent(
-                    ds,
-                    "refused",
-                    "the folder recorded as its source holds none of its documents as they were ingested; "
-                    f"not watching it (`mcpower ingest <folder> --id {ds}` records a folder again)",
-                ),
-                logging.WARNING,
+            self._refuse(
+                ds,
+                info,
+                "the folder recorded as its source holds none of its documents as they were ingested; "
+                f"not watching it (`mcpower ingest <folder> --id {ds}` records a folder again)",
             )
             return
         catalog = self.registry.catalog(ds)
@@ -270,10 +278,16 @@ class Watcher:
         logger.info("watch.start %s", ds, extra={"event": "watch.start", "dataset": ds, "source": root})
         if present:
             self._set(w, "watching")
-            self._report(WatchEvent(ds, "watching"))
+            beyond = narrowed(info.source, self.limits)
+            message = f"within this watcher's limits: {'; '.join(beyond)}" if beyond else ""
+            self._report(WatchEvent(ds, "watching", message), logging.WARNING if beyond else logging.INFO)
             self.debouncer.add(ds, now, wait=0.0)  # catch up with changes made while nobody watched
         else:
             self._source_missing(w)
+
+    def _refuse(self, ds: str, info: DatasetInfo, why: str) -> None:
+        self._refused[ds] = info  # until its manifest changes
+        self._report(WatchEvent(ds, "refused", why), logging.WARNING)
 
     def _unwatch(self, ds: str, why: str) -> None:
         w = self.watched.pop(ds)
@@ -293,7 +307,7 @@ class Watcher:
         self._update_roots()
 
     def _source_back(self, w: _Watched, now: float) -> None:
-        if w.id not in self.trusted and not self._bound(w.id, w.root):
+        if self.trusted.get(w.id) != w.root and not self._bound(w.id, w.root):
             self._unwatch(w.id, "a folder is back at its source path, but it holds none of its documents")
             self._refused[w.id] = w.info
             return
@@ -306,14 +320,17 @@ class Watcher:
             self._source_missing(w)
             return
         try:
-            if unchanged(self.registry.store(w.id), w.root, w.info, self._ignore):
+            if unchanged(self.registry.store(w.id), w.root, w.info, self._ignore, self.limits):
                 return
         except McpowerError:
             pass  # the current version cannot be loaded: ingest rebuilds it
         try:
             self._set(w, "indexing")
             report = ingest(
-                Path(w.root), ingest_target(w.catalog), ingest_options(w.info), embedder=self._factory(w.info)
+                Path(w.root),
+                ingest_target(w.catalog),
+                ingest_options(w.info, self.limits),
+                embedder=self._factory(w.info),
             )
         except DatasetLockedError:
             self._set(w, "watching", w.message)

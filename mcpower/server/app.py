@@ -34,10 +34,13 @@ from mcpower.server.middleware import NoPromptsAdvertised, ResourceUriLimit, War
 from mcpower.server.responses import (
     DatasetList,
     MetadataOutput,
+    Redactor,
+    RedactPaths,
     SearchOutput,
     SourceOutput,
     error_result,
     json_result,
+    known_folders,
     not_bool,
     validation_error,
 )
@@ -348,4 +351,6 @@ def create_server(
         return str(await run(read))
 
     server.middleware.extend([WarmUpAfterHandshake(registry), NoPromptsAdvertised(), ResourceUriLimit()])
+    # Outermost: whatever answers a request, its text leaves through here.
+    server.middleware.insert(0, RedactPaths(Redactor(known_folders(registry.root))))
     return server

@@ -63,11 +63,14 @@ class Redactor:
 
     def folders(self, text: str) -> str:
         """``text`` with the known folders (and home) replaced; other paths stay (document data)."""
-        return self._known.sub(lambda m: self._names[m.group(0)], text) if self._known else text
+        if self._known is None or not any(f in text for f in self._names):  # the common case, found fast
+            return text
+        return self._known.sub(lambda m: self._names[m.group(0)], text)
 
     def message(self, text: str) -> str:
         """``text`` with every absolute path replaced (messages, notes, names of models ...)."""
-        return _ABSOLUTE_PATH.sub("<path>", self.folders(text))
+        text = self.folders(text)
+        return _ABSOLUTE_PATH.sub("<path>", text) if "/" in text or "\\" in text else text
 
     def payload(self, value: Any, key: str = "") -> Any:
         """A JSON value with every string redacted: document data (by its key) by :meth:`folders`,
@@ -87,12 +90,15 @@ class Redactor:
         out: dict[str, Any] = self.payload({k: v for k, v in result.items() if k != "content"})
         content = result.get("content")
         if isinstance(content, list):
-            out["content"] = [self._text_copy(item) for item in content]
+            structured = (result.get("structuredContent"), out.get("structuredContent"))
+            out["content"] = [self._text_copy(item, *structured) for item in content]
         elif content is not None:
             out["content"] = self.payload(content)
         return out
 
-    def _text_copy(self, item: Any) -> Any:
+    def _text_copy(self, item: Any, structured: Any, redacted: Any) -> Any:
+        """A content item; a text one holding JSON is redacted inside (as the structured copy it
+        repeats, when it does: that one is redacted already)."""
         if not (isinstance(item, dict) and item.get("type") == "text" and isinstance(item.get("text"), str)):
             return self.payload(item)
         text = item["text"]
@@ -100,8 +106,11 @@ class Redactor:
             data = json.loads(text) if text[:1] in ("{", "[") else None
         except ValueError:
             data = None
-        redacted = self.message(text) if data is None else json.dumps(self.payload(data), ensure_ascii=False)
-        return {**self.payload({k: v for k, v in item.items() if k != "text"}), "text": redacted}
+        if data is None:
+            text = self.message(text)
+        else:
+            text = json.dumps(redacted if data == structured else self.payload(data), ensure_ascii=False)
+        return {**self.payload({k: v for k, v in item.items() if k != "text"}), "text": text}
 
 
 def _home() -> str:

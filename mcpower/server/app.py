@@ -138,8 +138,10 @@ class KnowledgeServer(MCPServer):
         def collect() -> list[MCPResource]:
             out: list[MCPResource] = []
             for ds in self.registry.ready_ids():
-                try:
-                    docs = self.registry.store(ds).documents()
+                if len(out) >= MAX_LISTED_RESOURCES:
+                    break
+                try:  # only as many as the listing still takes: a huge dataset costs what is shown
+                    docs = self.registry.store(ds).documents(limit=MAX_LISTED_RESOURCES - len(out))
                 except McpowerError:
                     continue
                 for doc in docs:

@@ -145,3 +145,23 @@ def test_a_known_folder_is_named_only_as_a_whole_path_part(monkeypatch: pytest.M
         "/home/alice/x, /srv/database/y, backup/home/al/z, ~."  # document text: only whole known folders
     )
     assert redact.message("mcpower://home/al/x.md and /etc") == "mcpower://home/al/x.md and /etc"
+
+
+@pytest.mark.anyio
+async def test_an_unexpected_error_is_answered_without_its_paths(
+    ingested: tuple[Path, Registry], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bug's exception (here an OSError naming a file) the SDK would send as its str() over stdio."""
+    datasets, registry = ingested
+    gone = datasets / "docs" / "meta.sqlite"
+
+    def failing(*args: object, **kwargs: object) -> None:
+        raise OSError(5, "Input/output error", str(gone))
+
+    monkeypatch.setattr(registry.store("docs"), "documents", failing)
+    async with Client(create_server(registry), mode="legacy") as client:  # JSON-RPC, as over stdio
+        with pytest.raises(MCPError) as info:
+            await client.list_resources()
+
+    assert str(datasets) not in str(info.value) and str(datasets) not in info.value.error.model_dump_json()
+    assert "Input/output error: '<datasets>/docs/meta.sqlite'" in info.value.error.message

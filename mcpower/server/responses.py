@@ -160,6 +160,8 @@ class RedactPaths:
         except ValidationError:
             raise  # the SDK answers INVALID_PARAMS without the pydantic text
         except Exception as e:
+            if ctx.request_id is None:  # a notification: nothing is answered, the SDK logs it
+                raise
             # Unanswered, the SDK would send str(e) as is; logged here since it no longer sees it.
             logger.exception("request %s failed", ctx.method, extra={"event": "request.error", "method": ctx.method})
             raise MCPError(INTERNAL_ERROR, self.redactor.message(str(e)) or type(e).__name__) from e

@@ -52,6 +52,7 @@ class Registry:
 
             cache_dir = default_cache_dir()
         local = [LocalCatalog(root, FileHashes(cache_dir))] if root is not None else []
+        self.root = root  # the datasets folder, if any
         self.catalogs: list[Catalog] = [*local, *catalogs]
         self._factory = embedder_factory or self._load_query_embedder
         self._cache_dir = cache_dir

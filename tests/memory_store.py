@@ -126,10 +126,10 @@ class MemoryStore:
     def document_by_id(self, document_id: int) -> DocumentRow | None:
         return self._docs.get(document_id)
 
-    def documents(self) -> list[DocumentSummary]:
+    def documents(self, limit: int | None = None) -> list[DocumentSummary]:
+        docs = sorted(self._docs.values(), key=lambda d: d.id)[: None if limit is None else max(limit, 0)]
         return sorted(
-            (DocumentSummary(d.path, d.title, d.file_type, d.size, d.mtime) for d in self._docs.values()),
-            key=lambda d: d.path,
+            (DocumentSummary(d.path, d.title, d.file_type, d.size, d.mtime) for d in docs), key=lambda d: d.path
         )
 
     def iter_documents(self) -> Iterator[tuple[DocumentRow, list[ChunkRow]]]:

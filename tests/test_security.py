@@ -361,15 +361,14 @@ async def test_schema_errors_are_said_plainly(
 
 
 def test_absolute_paths_never_reach_a_client() -> None:
-    from mcpower.server.responses import error_result
+    from mcpower.server.responses import redact_paths  # what the server's RedactPaths does to messages
 
     home = str(Path.home())
-    result = error_result(
-        "EMBEDDING_MODEL",
-        f"cannot load {home}/.cache/mcpower/onnx/x/model.onnx, nor /opt/models/m/config.json; see mcpower://docs/a/b",
+    text = redact_paths(
+        f"EMBEDDING_MODEL: cannot load {home}/.cache/mcpower/onnx/x/model.onnx, nor /opt/models/m/config.json; "
+        "see mcpower://docs/a/b",
     )
 
-    text = result.content[0].text  # type: ignore[union-attr]
     assert home not in text and "/opt/models" not in text
     assert "~/.cache" not in text or "<path>" in text
     assert "mcpower://docs/a/b" in text  # URIs and relative paths are left alone

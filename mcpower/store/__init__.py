@@ -179,8 +179,9 @@ class Store(Protocol):
 
     def document_by_id(self, document_id: int) -> DocumentRow | None: ...
 
-    def documents(self) -> list[DocumentSummary]:
-        """Every document, by path."""
+    def documents(self, limit: int | None = None) -> list[DocumentSummary]:
+        """Every document, by path; given ``limit``, the first ``limit`` ingested (lowest ids), by
+        path, read at a cost of O(limit) rows whatever the dataset's size (resources/list)."""
         ...
 
     def iter_documents(self) -> Iterator[tuple[DocumentRow, list[ChunkRow]]]:

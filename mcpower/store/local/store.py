@@ -209,10 +209,15 @@ class LocalStore:
             row = db.execute(f"{select_sql(DOCUMENTS, DocumentRow)} WHERE {column} = ?", (value,)).fetchone()
         return DocumentRow(*row) if row else None
 
-    def documents(self) -> list[DocumentSummary]:
-        """Every document, by path."""
+    def documents(self, limit: int | None = None) -> list[DocumentSummary]:
+        """Every document, by path; given ``limit``, the first ``limit`` by id (the primary key: only
+        those rows are read), by path."""
+        columns = "path, title, file_type, size, mtime"
+        sql = f"SELECT {columns} FROM {DOCUMENTS} ORDER BY path"
+        if limit is not None:
+            sql = f"SELECT * FROM (SELECT {columns} FROM {DOCUMENTS} ORDER BY id LIMIT ?) ORDER BY path"
         with self._db.connection() as db:
-            rows = db.execute(f"SELECT path, title, file_type, size, mtime FROM {DOCUMENTS} ORDER BY path").fetchall()
+            rows = db.execute(sql, () if limit is None else (max(limit, 0),)).fetchall()
         return [DocumentSummary(*r) for r in rows]
 
     def iter_documents(self) -> Iterator[tuple[DocumentRow, list[ChunkRow]]]:

@@ -265,8 +265,13 @@ class MilvusStore:
         first = min(int(r["doc_id"]) for r in rows)  # one document (paths are unique in a version)
         return document_of([r for r in rows if int(r["doc_id"]) == first])
 
-    def documents(self) -> list[DocumentSummary]:
-        rows = self._query_all(self.docs_collection, "part == 0", ["path", "title", "file_type", "size"])
+    def documents(self, limit: int | None = None) -> list[DocumentSummary]:
+        expr = "part == 0"
+        if limit is not None:
+            if limit <= 0:
+                return []
+            expr += f" and doc_id <= {int(limit)}"  # ids count documents from 1: the first `limit`
+        rows = self._query_all(self.docs_collection, expr, ["path", "title", "file_type", "size"], limit)
         out = [DocumentSummary(str(r["path"]), str(r["title"]), str(r["file_type"]), int(r["size"])) for r in rows]
         return sorted(out, key=lambda d: d.path)
 
@@ -312,14 +317,18 @@ class MilvusStore:
             self._page_fields = PAGE_FIELDS if set(PAGE_FIELDS) <= names else ()
         return self._page_fields
 
-    def _query_all(self, collection: str, expr: str, fields: list[str]) -> list[dict[str, Any]]:
-        """Every row ``expr`` selects, page by page (a single query is capped at 16,384 rows)."""
+    def _query_all(
+        self, collection: str, expr: str, fields: list[str], limit: int | None = None
+    ) -> list[dict[str, Any]]:
+        """Every row ``expr`` selects (at most ``limit``), page by page (a single query is capped at
+        16,384 rows)."""
         with self._watch():
             it = guarded(
                 self._where,
                 self._client().query_iterator,
                 collection,
-                batch_size=PAGE,
+                batch_size=PAGE if limit is None else min(PAGE, limit),
+                limit=-1 if limit is None else limit,
                 filter=expr,
                 output_fields=fields,
                 timeout=CALL_TIMEOUT,

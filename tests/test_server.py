@@ -514,7 +514,10 @@ async def test_read_resource_returns_the_stored_text(client: Client) -> None:
 async def test_read_unknown_resource_is_an_error(client: Client, tmp_path: Path, uri: str) -> None:
     with pytest.raises(MCPError) as exc:
         await client.read_resource(uri)
+    # -32602 with the URI in data: resource not found as the 2026-07-28 spec has it (SEP-2164 replaced
+    # the older -32002, which clients are told to accept as legacy); docs/mcp-tools.md says so
     assert exc.value.error.code == -32602
+    assert exc.value.error.data == {"uri": uri}
     assert str(tmp_path) not in exc.value.error.message
     # The connection still works.
     res = await client.read_resource("mcpower://recipes/bread.md")

@@ -63,10 +63,11 @@ class Sandbox:
         return self.datasets / DATASET
 
     def argv(self, source: Path) -> list[str]:
-        return ["ingest", str(source), "--id", DATASET, "--datasets-dir", str(self.datasets), "--quiet"]
+        # v1 and v2 are two folders: --replace rebuilds the dataset from the other on purpose
+        return ["ingest", str(source), "--id", DATASET, "--datasets-dir", str(self.datasets), "--quiet", "--replace"]
 
     def ingest(self, source: Path) -> None:
-        ingest(source, self.datasets, IngestOptions(dataset_id=DATASET), embedder=FakeEmbedder())
+        ingest(source, self.datasets, IngestOptions(dataset_id=DATASET, replace=True), embedder=FakeEmbedder())
 
     def leftovers(self) -> list[str]:
         return sorted(

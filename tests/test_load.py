@@ -54,7 +54,9 @@ def registry(datasets: Path) -> Iterator[Registry]:
 
 
 def publish(source: Path, datasets: Path) -> None:
-    ingest(source, datasets, IngestOptions(dataset_id=DATASET), embedder=FakeEmbedder())
+    ingest(
+        source, datasets, IngestOptions(dataset_id=DATASET, replace=True), embedder=FakeEmbedder()
+    )  # v1/v2: two folders
 
 
 def answer(registry: Registry) -> str:

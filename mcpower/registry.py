@@ -20,7 +20,7 @@ from mcpower.checksums import FileHashes
 from mcpower.errors import DatasetNotFoundError, DatasetUnavailableError, EmbeddingModelError, McpowerError
 from mcpower.freshness import Freshness
 from mcpower.manifest import DatasetInfo, is_valid_id
-from mcpower.store import Catalog, DatasetEntry, Store
+from mcpower.store import Catalog, DatasetEntry, Store, unexpected_error
 from mcpower.store.local import LocalCatalog
 
 if TYPE_CHECKING:  # embedders pull in numpy and onnxruntime: imported when first used
@@ -64,6 +64,7 @@ class Registry:
         self._load_locks: dict[str, threading.Lock] = {}
         self.freshness = Freshness()  # whether results' source files changed since they were indexed
         self._logged: set[tuple[str, str]] = set()
+        self._unexpected: set[str] = set()  # what unexpected_error logged
         self.scan()
 
     def close(self) -> None:
@@ -79,7 +80,7 @@ class Registry:
         """Look at every dataset of every catalog again; returns all entries, ready and not."""
         found: dict[str, tuple[DatasetEntry, Catalog]] = {}
         for catalog in self.catalogs:
-            for entry in catalog.scan():
+            for entry in self._scan(catalog):
                 with self._lock:
                     known = self._entries.get(entry.id)
                 same = known is not None and known[0].info == entry.info and known[0].version == entry.version
@@ -98,6 +99,20 @@ class Registry:
         with self._lock:
             self._entries = found
         return [e for e, _ in found.values()]
+
+    def _scan(self, catalog: Catalog) -> list[DatasetEntry]:
+        """``catalog.scan()``. A catalog turns a failure of one dataset into that dataset's entry;
+        should its scan fail as a whole all the same (a bug), its datasets stay as last seen, and
+        the other catalogs are still served."""
+        try:
+            return catalog.scan()
+        except Exception as e:
+            key = f"{type(catalog).__name__} failed to list its datasets ({type(e).__name__})"
+            if key not in self._unexpected:  # once: every search of all datasets scans again
+                self._unexpected.add(key)
+                logger.warning("catalog.error: %s", key, exc_info=True, extra={"event": "catalog.error"})
+            with self._lock:
+                return [e for e, c in self._entries.values() if c is catalog]
 
     def entries(self) -> list[DatasetEntry]:
         with self._lock:
@@ -186,7 +201,11 @@ class Registry:
 
     def _fresh(self, entry: DatasetEntry, catalog: Catalog) -> tuple[DatasetEntry, Catalog]:
         """The entry, re-read if its dataset was republished since it was read."""
-        fresh = catalog.refresh(entry)
+        try:
+            fresh = catalog.refresh(entry)
+        except Exception as e:  # a catalog turns failures into the entry's error; a bug all the same
+            error = unexpected_error(entry.location or entry.id, e, self._unexpected)
+            fresh = DatasetEntry(entry.id, None, error, entry.location, handle=entry.handle)
         if fresh is not entry:
             with self._lock:
                 self._entries[entry.id] = (fresh, catalog)

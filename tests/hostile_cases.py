@@ -1414,6 +1414,13 @@ ORIGINAL = [
         original(original_meta(lambda m: m.update(model=_packaged_model_folder()))),
         Broken("DATASET_UNAVAILABLE", "never loaded from a path"),
     ),
+    Case(
+        "original-date-out-of-range",
+        "dataset",
+        'original format: `createdAt: "9999-12-31T23:59:59-23:59"` (after the year 9999 in UTC)',
+        original(original_meta(lambda m: m.update(createdAt="9999-12-31T23:59:59-23:59"))),
+        Broken("INDEX_MISMATCH", "createdAt '9999-12-31T23:59:59-23:59' is out of range"),
+    ),
 ]
 
 CASES: list[Case] = [*PROTOCOL, *TOOL, *RESOURCE, *DATASET, *ORIGINAL]

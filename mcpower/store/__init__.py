@@ -16,18 +16,21 @@ own types (connections, cursors, index objects, row ids) leaves its sub-package.
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, Protocol
 
-from mcpower.errors import McpowerError
+from mcpower.errors import InvalidManifestError, McpowerError
 from mcpower.manifest import DatasetInfo
 from mcpower.results import DatasetSummary, SearchFilters, WatchState
 
 if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "Catalog",
@@ -41,6 +44,7 @@ __all__ = [
     "SearchFilters",
     "Store",
     "chunk_id",
+    "unexpected_error",
 ]
 
 
@@ -232,6 +236,32 @@ class DatasetEntry:
             watch_state=self.watch.state if self.watch else None,
             watch_message=self.watch.message if self.watch else None,
         )
+
+
+def unexpected_error(where: str, error: Exception, logged: set[str]) -> InvalidManifestError:
+    """The error of a dataset whose description failed in a way no check of its catalog foresaw
+    (a bug, or input no rule covers yet): that dataset's INVALID_MANIFEST, so that the others are
+    still listed and served. It is logged at warning with its traceback, once per message in
+    ``logged`` (every scan meets it again), as it is worth reporting. The message names the
+    exception's type, and its text only if that holds no path (messages name no absolute path).
+    """
+    text = " ".join(str(error).split())[:120]
+    if "/" in text or "\\" in text or not text.isprintable():
+        text = ""
+    reason = type(error).__name__ + (f": {text}" if text else "")
+    err = InvalidManifestError(
+        f"{where}: its description cannot be read ({reason}), a case mcpower does not check; "
+        "re-ingest or remove the dataset, and please report it"
+    )
+    if err.message not in logged:
+        logged.add(err.message)
+        logger.warning(
+            "dataset.error %s",
+            err.message,
+            exc_info=error,
+            extra={"event": "dataset.error", "dataset": where, "code": err.code},
+        )
+    return err
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ from mcpower.manifest import (
     read_manifest,
     read_manifest_json,
 )
-from mcpower.store import DatasetBuild, DatasetEntry
+from mcpower.store import DatasetBuild, DatasetEntry, unexpected_error
 from mcpower.store.original import OriginalInfo, file_stamps, is_original_manifest, read_info, upgrade_note
 
 if TYPE_CHECKING:  # the store pulls in numpy and FAISS: imported when a dataset is opened, not to list them
@@ -54,6 +54,7 @@ class LocalCatalog:
         self._hashes = hashes or FileHashes(None)  # remembers the checksums of verified files
         # Datasets as last read, by manifest path and version mark: a scan re-reads only those that changed.
         self._read: dict[Path, tuple[object, DatasetInfo]] = {}
+        self._logged: set[str] = set()  # unexpected failures already logged (unexpected_error)
 
     # ------------------------------------------------------------ finding
 
@@ -73,9 +74,10 @@ class LocalCatalog:
                     seen if seen is not None and seen[0] == self._version(path, seen[1]) else self._load(path)
                 )
                 reads[path] = (version, manifest)
-            except McpowerError as e:
+            except Exception as e:  # any failure is this dataset's error, never the listing's
                 key = self._rel(folder)
-                found[key] = DatasetEntry(key, None, e, location=key, handle=folder)
+                error = e if isinstance(e, McpowerError) else unexpected_error(key, e, self._logged)
+                found[key] = DatasetEntry(key, None, error, location=key, handle=folder)
                 continue
             if folder.name != manifest.id and folder.parent == self.root:
                 misnamed.append((folder, manifest))  # after the others: it must not displace the real one
@@ -116,13 +118,15 @@ class LocalCatalog:
         if entry.info is None or not isinstance(folder, Path):
             return entry
         path = folder / MANIFEST_NAME
-        version = self._version(path, entry.info)
-        if version == entry.version:
-            return entry
+        version: object = None
         try:
+            version = self._version(path, entry.info)
+            if version == entry.version:
+                return entry
             version, manifest = self._load(path)
-        except McpowerError as e:
-            return DatasetEntry(entry.id, None, e, entry.location, version, folder)
+        except Exception as e:  # as in scan: this dataset's error
+            error = e if isinstance(e, McpowerError) else unexpected_error(entry.location, e, self._logged)
+            return DatasetEntry(entry.id, None, error, entry.location, version, folder)
         if manifest.id != entry.id:
             return entry
         return DatasetEntry(manifest.id, manifest, None, entry.location, version, folder)

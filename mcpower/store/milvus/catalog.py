@@ -12,6 +12,7 @@ switch as well, but milvus-lite 2.5 has none).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import threading
 import time
@@ -28,8 +29,8 @@ from mcpower.errors import (
     InvalidManifestError,
     McpowerError,
 )
-from mcpower.manifest import DatasetInfo
-from mcpower.store import DatasetBuild, DatasetEntry
+from mcpower.manifest import DatasetInfo, is_valid_id
+from mcpower.store import DatasetBuild, DatasetEntry, unexpected_error
 from mcpower.store.milvus.client import (
     CALL_TIMEOUT,
     EngineUnreachableError,
@@ -43,6 +44,7 @@ from mcpower.store.milvus.lease import Lease
 from mcpower.store.milvus.schema import (
     CATALOG,
     INSERT_BATCH,
+    MAX_VERSION,
     PAD_DIM,
     REQUEST_CHARS,
     SCHEMA_VERSION,
@@ -53,6 +55,8 @@ from mcpower.store.milvus.schema import (
     collection_names,
     doc_rows,
     docs_schema,
+    is_count,
+    read_pointer,
     too_long,
     version_of,
 )
@@ -91,6 +95,7 @@ class MilvusCatalog:
         self._epoch, self._down = 0, False
         self._reconnect = False  # the engine did not answer: the next call connects anew
         self._lease: Lease | None = None  # held by the ingest running in this process
+        self._logged: set[str] = set()  # unexpected failures already logged (unexpected_error)
 
     # ------------------------------------------------------------ the engine
 
@@ -170,16 +175,31 @@ class MilvusCatalog:
         except McpowerError as e:
             ids = self._known or [f"milvus@{self.where}"]
             return [DatasetEntry(i, None, e, location=self._location(i)) for i in ids]
-        entries = [self._entry(str(r["key"]).removeprefix("dataset:"), r.get("value")) for r in rows]
+        entries = [self._row(r) for r in rows]
         self._known = sorted(e.id for e in entries)
         now = time.monotonic()
         self._checked.update({e.id: now for e in entries})
         return entries
 
+    def _row(self, row: dict[str, Any]) -> DatasetEntry:
+        """The entry of a pointer record as a query returns it (``key``: ``dataset:<id>``)."""
+        key = row.get("key")
+        dataset_id = key.removeprefix("dataset:") if isinstance(key, str) else ""
+        if is_valid_id(dataset_id):
+            return self._entry(dataset_id, row.get("value"))
+        # Listed under a name of its own (the key may be any text): there for someone to remove.
+        name = "invalid-" + hashlib.sha256(repr(key).encode()).hexdigest()[:12]
+        error = InvalidManifestError(
+            f"milvus: the pointer record {str(key)[:64]!r} holds no valid dataset id; remove it from {CATALOG}"
+        )
+        return DatasetEntry(name, None, error, self._location(name))
+
     def _entry(self, dataset_id: str, value: object) -> DatasetEntry:
+        """The dataset a pointer record describes, or its error: any failure to read the record,
+        foreseen or not, is that dataset's error, never the listing's."""
         where = self._location(dataset_id)
         try:
-            pointer = self._pointer(dataset_id, value)
+            pointer = read_pointer(dataset_id, value, where)
             info = DatasetInfo.model_validate(pointer.info)
         except McpowerError as e:
             return DatasetEntry(dataset_id, None, e, where)
@@ -187,27 +207,11 @@ class MilvusCatalog:
             err = e.errors()[0]
             loc = ".".join(str(x) for x in err["loc"])
             return DatasetEntry(dataset_id, None, InvalidManifestError(f"{where}: {loc}: {err['msg']}"), where)
+        except Exception as e:
+            return DatasetEntry(dataset_id, None, unexpected_error(where, e, self._logged), where)
         if info.id != dataset_id:
             return DatasetEntry(dataset_id, None, InvalidManifestError(f"{where}: its record names {info.id!r}"), where)
         return DatasetEntry(dataset_id, info, None, where, (pointer.chunks, self._epoch), pointer)
-
-    def _pointer(self, dataset_id: str, value: object) -> Pointer:
-        where = self._location(dataset_id)
-        if not isinstance(value, dict):
-            raise InvalidManifestError(f"{where}: its pointer record is not an object; re-ingest it")
-        schema = value.get("schema")
-        if schema != SCHEMA_VERSION:
-            raise InvalidManifestError(
-                f"{where}: written by another mcpower version (Milvus schema {str(schema)[:20]}; this mcpower "
-                f"reads schema {SCHEMA_VERSION}); use that version, or re-ingest the dataset with this one"
-            )
-        try:
-            version, chunks, docs, info = (value["version"], value["chunks"], value["docs"], value["info"])
-        except KeyError as e:
-            raise InvalidManifestError(f"{where}: its pointer record lacks {e.args[0]!r}; re-ingest it") from None
-        if (chunks, docs) != collection_names(dataset_id, version) or not isinstance(info, dict):
-            raise InvalidManifestError(f"{where}: its pointer record names other collections; re-ingest it")
-        return Pointer(dataset_id, int(version), chunks, docs, info, SCHEMA_VERSION)
 
     def refresh(self, entry: DatasetEntry) -> DatasetEntry:
         if entry.id.startswith("milvus@"):
@@ -297,8 +301,8 @@ class MilvusCatalog:
                 lease.release()
 
     def _drop_stale(self, dataset_id: str) -> None:
-        value = self._get(f"dataset:{dataset_id}")
-        keep = {value.get("chunks"), value.get("docs")} if value else set()
+        value = self._get(f"dataset:{dataset_id}") or {}
+        keep = {name for name in (value.get("chunks"), value.get("docs")) if isinstance(name, str)}
         for name in self._call("list_collections"):
             if version_of(dataset_id, name) is not None and name not in keep:
                 logger.info("dropping %s, left by an earlier ingest of %s", name, dataset_id)
@@ -320,15 +324,7 @@ class MilvusCatalog:
         problem = too_long(build.chunks, docs)
         if problem:
             raise IngestError(f"{info.id}: {problem}; exclude that file (--exclude) or shorten it")
-        previous = self._get(f"dataset:{info.id}")
-        existing = [version_of(info.id, n) for n in self._call("list_collections")]
-        version = (
-            max(
-                [int(previous["version"]) if previous and "version" in previous else 0]
-                + [v for v in existing if v is not None]
-            )
-            + 1
-        )
+        version = self._next_version(info.id)
         chunks_name, docs_name = collection_names(info.id, version)
         created: list[str] = []
         try:
@@ -376,6 +372,26 @@ class MilvusCatalog:
             raise
         self._checked.pop(info.id, None)
         return info
+
+    def _next_version(self, dataset_id: str) -> int:
+        """One more than the current version and than every version the engine holds collections
+        of. A pointer record that cannot be read is replaced, not trusted: its version counts only
+        if it is a whole number in range, and the new collections' names are new either way.
+
+        Raises:
+            IngestError: the dataset's collections claim the last version there may be.
+        """
+        previous = self._get(f"dataset:{dataset_id}") or {}
+        claimed = previous.get("version")
+        versions = [v for v in (version_of(dataset_id, n) for n in self._call("list_collections")) if v is not None]
+        if previous and self._entry(dataset_id, previous).error is not None:
+            logger.info("the pointer record of %s cannot be read; this ingest replaces it", dataset_id)
+        if is_count(claimed) and 1 <= claimed <= MAX_VERSION:
+            versions.append(claimed)
+        version = max(versions, default=0) + 1
+        if version > MAX_VERSION:
+            raise IngestError(f"{dataset_id}: Milvus holds its version {MAX_VERSION}, the last; drop its collections")
+        return version
 
 
 if TYPE_CHECKING:  # mypy proves the classes implement the interfaces (nothing runs)

@@ -11,6 +11,7 @@ record names one of them.
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 import threading
@@ -23,6 +24,9 @@ from typing import Any
 from mcpower.errors import DatasetLockedError, IngestError
 
 WAIT_POLL = 1.0  # seconds between looks while waiting for another writer (--wait)
+# The last expiry a lease record may name (the end of year 9999, in ms): a later one, or one that is
+# not a finite number, is no writer's lease, and its time could not even be shown.
+MAX_EXPIRY_MS = 253_402_300_799_000
 
 
 class Lease:
@@ -88,10 +92,12 @@ class Lease:
         current = self._read(self.key)
         if not current or current.get("owner") == self.owner:
             return None
-        expires = current.get("expires_ms")
-        if not isinstance(expires, (int, float)) or expires <= time.time() * 1000:
+        expires, owner = current.get("expires_ms"), current.get("owner")
+        if isinstance(expires, bool) or not isinstance(expires, (int, float)) or not math.isfinite(expires):
+            return None  # not a lease any writer wrote: ours replaces it
+        if not time.time() * 1000 < expires <= MAX_EXPIRY_MS:
             return None
-        return {"owner": str(current.get("owner", "?"))[:200], "expires_ms": expires}
+        return {"owner": owner[:200] if isinstance(owner, str) else "?", "expires_ms": expires}
 
     def _record(self) -> dict[str, Any]:
         return {"owner": self.owner, "expires_ms": int((time.time() + self._ttl) * 1000)}

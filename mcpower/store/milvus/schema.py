@@ -11,12 +11,16 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
+from mcpower.errors import InvalidManifestError
 from mcpower.store import ChunkHit, ChunkRow, DocumentRow
 
 # Bumped when the collections change shape; a pointer record of another version is refused.
 SCHEMA_VERSION = 1
+# Versions of one dataset are numbered from 1, one per publish: a billion is more than will ever be
+# published, and a record or collection name claiming more is not one mcpower wrote.
+MAX_VERSION = 1_000_000_000
 PREFIX = "mcpower"
 CATALOG = f"{PREFIX}_catalog"
 # Servers count VARCHAR lengths in UTF-8 bytes (milvus-lite does not check at all): checked here.
@@ -54,8 +58,8 @@ def collection_names(dataset_id: str, version: int) -> tuple[str, str]:
 
 def version_of(dataset_id: str, collection: str) -> int | None:
     """The version number if ``collection`` belongs to the dataset, else None."""
-    m = re.fullmatch(rf"{PREFIX}_{re.escape(slug(dataset_id))}__v(\d+)_(?:chunks|docs)", collection)
-    return int(m.group(1)) if m else None
+    m = re.fullmatch(rf"{PREFIX}_{re.escape(slug(dataset_id))}__v([1-9]\d{{0,9}})_(?:chunks|docs)", collection)
+    return int(m.group(1)) if m and int(m.group(1)) <= MAX_VERSION else None
 
 
 @dataclass(frozen=True)
@@ -68,6 +72,51 @@ class Pointer:
     docs: str
     info: dict[str, Any]  # DatasetInfo as JSON (validated by the catalog)
     schema: int
+
+
+def read_pointer(dataset_id: str, value: object, where: str) -> Pointer:
+    """The pointer record ``value`` of a dataset, each field checked strictly: anyone who can write
+    to the database may have written it (a version ``"1e5"``, ``true`` or ``-1`` is refused, not
+    converted).
+
+    Raises:
+        InvalidManifestError: naming the field that breaks its rule.
+    """
+    if not isinstance(value, dict):
+        raise InvalidManifestError(f"{where}: its pointer record is not an object; re-ingest it")
+    schema = value.get("schema")
+    if not is_count(schema) or schema != SCHEMA_VERSION:
+        raise InvalidManifestError(
+            f"{where}: written by another mcpower version (Milvus schema {shown(schema)}; this mcpower "
+            f"reads schema {SCHEMA_VERSION}); use that version, or re-ingest the dataset with this one"
+        )
+    missing = [k for k in ("version", "chunks", "docs", "info") if k not in value]
+    if missing:
+        raise InvalidManifestError(f"{where}: its pointer record lacks {missing[0]!r}; re-ingest it")
+    version, chunks, docs, info = value["version"], value["chunks"], value["docs"], value["info"]
+    if not is_count(version) or not 1 <= version <= MAX_VERSION:
+        raise InvalidManifestError(
+            f"{where}: its pointer record's version is {shown(version)}, not a whole number from 1 to "
+            f"{MAX_VERSION}; re-ingest it"
+        )
+    if (chunks, docs) != collection_names(dataset_id, version):
+        raise InvalidManifestError(f"{where}: its pointer record names other collections; re-ingest it")
+    if not isinstance(info, dict):
+        raise InvalidManifestError(f"{where}: its pointer record's info is {shown(info)}, not an object; re-ingest it")
+    return Pointer(dataset_id, version, chunks, docs, info, SCHEMA_VERSION)
+
+
+def is_count(value: object) -> TypeGuard[int]:
+    """Whether a JSON value is a whole number: an int, not a bool (``True == 1``) nor a float."""
+    return type(value) is int
+
+
+def shown(value: object) -> str:
+    """A value of a record as a message shows it: a number or a short text as it is, anything
+    else by its type (a deep list has no repr Python can print)."""
+    if isinstance(value, (bool, int, float)) or value is None:
+        return str(value)[:24]
+    return repr(value[:24]) if isinstance(value, str) else f"a {type(value).__name__}"
 
 
 def catalog_schema(pymilvus: Any) -> tuple[Any, Any]:

@@ -176,8 +176,7 @@ def read_dataset(folder: Path, data: dict[str, Any]) -> OriginalDataset:
         )
     _check_stat(stats, "totalChunks", len(records), f"{meta}: stats.totalChunks", "records")
     _check_stat(stats, "embeddingDimensions", d, f"{meta}: stats.embeddingDimensions", f"dimensions in {index_file}")
-    fallback = datetime.fromtimestamp(stamps[0][1] / 1e9, timezone.utc).replace(microsecond=0)
-    created_at = _time(created) or fallback
+    created_at = _time(created, f"{meta}: createdAt") or _file_time(stamps[0][1])
     return OriginalDataset(
         folder=folder,
         manifest=manifest,
@@ -186,7 +185,7 @@ def read_dataset(folder: Path, data: dict[str, Any]) -> OriginalDataset:
         model=replace_surrogates(model.strip()),
         dimension=d,
         created_at=created_at,
-        updated_at=_time(stats.get("indexedAt")) or created_at,
+        updated_at=_time(stats.get("indexedAt"), f"{meta}: stats.indexedAt") or created_at,
         stamps=stamps,
     )
 
@@ -322,13 +321,33 @@ def _check_stat(stats: dict[str, Any], key: str, actual: int, where: str, what: 
         raise IndexMismatchError(f"{where} says {str(value)[:40]}, but there are {actual} {what}")
 
 
-def _time(value: object) -> datetime | None:
-    """An ISO 8601 time of the metadata as an aware UTC datetime; None if absent or unreadable."""
+def _time(value: object, where: str) -> datetime | None:
+    """An ISO 8601 time of the metadata as an aware UTC datetime; None if absent or unreadable
+    (the metadata file's modification time stands in).
+
+    Raises:
+        IndexMismatchError: a time that reads but lies outside the years 1-9999 once in UTC
+            (``9999-12-31T23:59:59-23:59``): no indexer wrote it, and no date type holds it.
+    """
     if not isinstance(value, str):
         return None
     try:
         t = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
     except ValueError:
         return None
-    t = t.replace(tzinfo=timezone.utc) if t.tzinfo is None else t.astimezone(timezone.utc)
+    try:
+        t = t.replace(tzinfo=timezone.utc) if t.tzinfo is None else t.astimezone(timezone.utc)
+    except OverflowError:
+        raise IndexMismatchError(
+            f"{where} {value[:40]!r} is out of range (in UTC it falls outside the years 1-9999); correct or remove it"
+        ) from None
     return t.replace(microsecond=0)
+
+
+def _file_time(mtime_ns: int) -> datetime:
+    """A file's modification time as an aware UTC datetime; the epoch if it is out of range (a
+    file system may hold times no date type does)."""
+    try:
+        return datetime.fromtimestamp(mtime_ns / 1e9, timezone.utc).replace(microsecond=0)
+    except (OverflowError, OSError, ValueError):
+        return datetime.fromtimestamp(0, timezone.utc)

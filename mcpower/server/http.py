@@ -7,8 +7,9 @@ connections, lets the requests in flight finish (up to :data:`SHUTDOWN_GRACE_S`)
 Answers are plain JSON (``json_response``): it costs the server half of what an SSE stream per
 call does, and SSE responses are cut the moment a signal arrives instead of finishing.
 
-Who may connect is access.py's business; the worker threads and the time limit per request are
-limits.py's; the body limit, the session cap and idle expiry are the SDK's, set from :class:`HttpOptions`.
+Every request meets gate.py first (Host, Origin, token, then a bounded body read). Who may
+connect is access.py's business; the worker threads and the time limit per request are
+limits.py's; the session cap and idle expiry are the SDK's, set from :class:`HttpOptions`.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from types import FrameType
 from typing import Any, Literal
 
 import uvicorn
-from mcp.server.transport_security import RequestBodyLimitMiddleware, TransportSecurityMiddleware
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp
@@ -36,17 +37,20 @@ from mcpower.errors import McpowerError
 from mcpower.registry import Registry
 from mcpower.server.access import (
     WILDCARD_ADDRESSES,
+    HostCheck,
     StaticTokenVerifier,
     auth_settings,
     check_exposure,
     transport_security,
 )
 from mcpower.server.app import KnowledgeServer, create_server
+from mcpower.server.gate import BODY_TIMEOUT_S, Gate
 from mcpower.server.limits import TimeLimit
 
 logger = logging.getLogger(__name__)
 
 MCP_PATH = "/mcp"
+HEALTH_PATH = "/healthz"
 # The issue's bound on a graceful stop; a request still running then is cancelled (the client gets a 500).
 SHUTDOWN_GRACE_S = 5
 # An idle keep-alive connection is closed after this long (uvicorn's default too).
@@ -67,6 +71,7 @@ class HttpOptions:
     max_sessions: int = 100
     session_idle: float = 1800.0
     threads: int = DEFAULT_WORKER_THREADS
+    body_timeout: float = BODY_TIMEOUT_S  # not a setting (gate.py), but tests shorten it
 
     @property
     def url(self) -> str:
@@ -78,8 +83,11 @@ def mcp_url(host: str, port: int) -> str:
     return f"http://{f'[{host}]' if ':' in host else host}:{port}{MCP_PATH}"
 
 
-def health(registry: Registry) -> dict[str, Any]:
-    """What GET /healthz answers: the version and each dataset's id and status, nothing else."""
+def health(registry: Registry, detailed: bool = True) -> dict[str, Any]:
+    """What GET /healthz answers: that the server is up; in detail, the version and each dataset's
+    id and status, nothing else."""
+    if not detailed:
+        return {"status": "ok"}
     datasets = [{"id": e.id, "status": e.status} for e in registry.entries()]
     return {"status": "ok", "version": __version__, "datasets": datasets}
 
@@ -102,19 +110,19 @@ def create_http_app(
             "localhost or [::1]; give the names other machines use with --allow-host",
             extra={"event": "http.hosts"},
         )
+    verifier = StaticTokenVerifier(options.token) if options.token is not None else None
     auth: dict[str, Any] = {}
-    if options.token is not None:
-        auth = {"token_verifier": StaticTokenVerifier(options.token), "auth": auth_settings()}
+    if verifier is not None:
+        auth = {"token_verifier": verifier, "auth": auth_settings()}
     server = create_server(registry, tool_names, threads=options.threads, **auth)
     server.middleware.append(TimeLimit(options.call_timeout))
-    checks = TransportSecurityMiddleware(security)
 
     async def healthz(request: Request) -> Response:
-        # No token needed, but the same Host/Origin checks as /mcp: a rebinding page learns nothing.
-        refused = await checks.validate_request(request)
-        return refused or JSONResponse(health(registry))
+        # Liveness for anyone who passed the Host/Origin checks; what is served, with the token only.
+        detailed = verifier is None or isinstance(request.scope.get("user"), AuthenticatedUser)
+        return JSONResponse(health(registry, detailed))
 
-    server.custom_route("/healthz", methods=["GET"])(healthz)
+    server.custom_route(HEALTH_PATH, methods=["GET"])(healthz)
 
     app = server.streamable_http_app(
         streamable_http_path=MCP_PATH,
@@ -124,8 +132,15 @@ def create_http_app(
         max_sessions=options.max_sessions,
         transport_security=security,
     )
-    # The SDK limits /mcp only; this covers every route, with the same bounded read and 413.
-    return server, RequestBodyLimitMiddleware(app, max_body_size=options.max_body_bytes)
+    gate = Gate(
+        app,
+        hosts=HostCheck(security),
+        verifier=verifier,
+        max_body_bytes=options.max_body_bytes,
+        body_timeout=options.body_timeout,
+        open_paths=[HEALTH_PATH],
+    )
+    return server, gate
 
 
 def bind(host: str, port: int) -> socket.socket:

@@ -6,9 +6,9 @@ three has its body read, up to the limit (413) and within a deadline (408), and 
 the body already in hand. So a client without the token cannot make the server hold any part of a
 body, and one trickling a body holds a connection for the deadline at most.
 
-A refusal leaves the rest of the body unread and the connection open: uvicorn discards what still
-comes. Closing at once would reset a client still sending, which would then see a reset instead
-of the status.
+A refusal leaves the rest of the body unread and the connection open: the connection's guard
+(connections.py) discards what still comes for a few seconds, then closes it. Closing at once
+would reset a client still sending, which would then see a reset instead of the status.
 """
 
 from __future__ import annotations

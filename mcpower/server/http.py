@@ -7,9 +7,10 @@ connections, lets the requests in flight finish (up to :data:`SHUTDOWN_GRACE_S`)
 Answers are plain JSON (``json_response``): it costs the server half of what an SSE stream per
 call does, and SSE responses are cut the moment a signal arrives instead of finishing.
 
-Every request meets gate.py first (Host, Origin, token, then a bounded body read). Who may
-connect is access.py's business; the worker threads and the time limit per request are
-limits.py's; the session cap and idle expiry are the SDK's, set from :class:`HttpOptions`.
+Every request meets gate.py first (Host, Origin, token, then a bounded body read); each connection
+is guarded by connections.py (a cap, deadlines on headers and unread bodies). Who may connect is
+access.py's business; the worker threads and the time limit per request are limits.py's; the
+session cap and idle expiry are the SDK's, set from :class:`HttpOptions`.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import os
 import signal
 import socket
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from types import FrameType
@@ -44,6 +46,7 @@ from mcpower.server.access import (
     transport_security,
 )
 from mcpower.server.app import KnowledgeServer, create_server
+from mcpower.server.connections import DRAIN_TIMEOUT_S, HEADER_TIMEOUT_S, MAX_CONNECTIONS, GuardedH11Protocol
 from mcpower.server.gate import BODY_TIMEOUT_S, Gate
 from mcpower.server.limits import TimeLimit
 
@@ -71,7 +74,11 @@ class HttpOptions:
     max_sessions: int = 100
     session_idle: float = 1800.0
     threads: int = DEFAULT_WORKER_THREADS
-    body_timeout: float = BODY_TIMEOUT_S  # not a setting (gate.py), but tests shorten it
+    max_connections: int = MAX_CONNECTIONS
+    # Deadlines (connections.py, gate.py); not settings, but tests shorten them.
+    header_timeout: float = HEADER_TIMEOUT_S
+    body_timeout: float = BODY_TIMEOUT_S
+    drain_timeout: float = DRAIN_TIMEOUT_S
 
     @property
     def url(self) -> str:
@@ -175,6 +182,9 @@ class _Uvicorn(uvicorn.Server):
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():  # tests serve from a thread
+            yield
+            return
         handled = (signal.SIGINT, signal.SIGTERM)
         previous = {sig: signal.signal(sig, self.handle_exit) for sig in handled}
         try:
@@ -199,6 +209,27 @@ class _Uvicorn(uvicorn.Server):
             )
 
 
+def http_server(app: ASGIApp, options: HttpOptions) -> uvicorn.Server:
+    """The uvicorn server for ``app`` (from :func:`create_http_app`) with the connection limits of
+    ``options``; ``run(sockets=[bind(...)])`` serves it."""
+    protocol = GuardedH11Protocol.configured(options.header_timeout, options.drain_timeout, options.max_connections)
+    config = uvicorn.Config(
+        app,
+        http=protocol,
+        ws="none",  # no WebSocket routes; an upgrade would leave the guarded protocol
+        lifespan="on",
+        # uvicorn's own bound, on connections or requests at once (503 past it): one above the
+        # guard's, so every connection it keeps is served, and requests whose clients left still count.
+        limit_concurrency=options.max_connections + 1,
+        timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
+        timeout_keep_alive=KEEP_ALIVE_S,
+        access_log=False,
+        log_config=None,  # our handlers (logging.py): JSON on stderr
+        server_header=False,
+    )
+    return _Uvicorn(config)
+
+
 def run_http(
     registry: Registry,
     options: HttpOptions,
@@ -219,17 +250,8 @@ def run_http(
         raise
     if on_listening is not None:
         on_listening()
-    config = uvicorn.Config(
-        app,
-        lifespan="on",
-        timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
-        timeout_keep_alive=KEEP_ALIVE_S,
-        access_log=False,
-        log_config=None,  # our handlers (logging.py): JSON on stderr
-        server_header=False,
-    )
     try:
-        _Uvicorn(config).run(sockets=[sock])
+        http_server(app, options).run(sockets=[sock])
     finally:
         server.close()
         sock.close()

@@ -269,11 +269,77 @@ async def test_oversized_bodies_get_413(registry: Registry) -> None:
         assert (await h.post("/mcp", json=INITIALIZE, headers=MCP_HEADERS)).status_code == 200
 
 
-async def test_session_cap_and_settings_reach_the_sdk(registry: Registry) -> None:
-    async with serving(registry, max_sessions=2, session_idle=123.0) as (server, app), http(app) as h:
+# ---------------------------------------------------------------- the session cap
+
+
+def in_session(session_id: str) -> dict[str, str]:
+    return {**MCP_HEADERS, "mcp-session-id": session_id, "mcp-protocol-version": "2025-11-25"}
+
+
+async def open_session(h: httpx2.AsyncClient) -> str:
+    """A handshake (initialize, then the initialized notification) and nothing else; the session id."""
+    response = await h.post("/mcp", json=INITIALIZE, headers=MCP_HEADERS)
+    assert response.status_code == 200, response.text
+    session_id = response.headers["mcp-session-id"]
+    initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    assert (await h.post("/mcp", json=initialized, headers=in_session(session_id))).status_code == 202
+    return session_id
+
+
+async def ping(h: httpx2.AsyncClient, session_id: str) -> int:
+    request = {"jsonrpc": "2.0", "id": 7, "method": "ping"}
+    return (await h.post("/mcp", json=request, headers=in_session(session_id))).status_code
+
+
+async def test_idle_sessions_make_room_for_new_ones(registry: Registry) -> None:
+    async with serving(registry, max_sessions=3, session_idle=123.0) as (server, app), http(app) as h:
         assert server.session_manager.session_idle_timeout == 123.0
-        statuses = [(await h.post("/mcp", json=INITIALIZE, headers=MCP_HEADERS)).status_code for _ in range(3)]
-        assert statuses == [200, 200, 503]
+        a, b, c = [await open_session(h) for _ in range(3)]
+        assert await ping(h, b) == 200  # b is used; a and c only shook hands
+        d = await open_session(h)  # the cap is full: the oldest bare handshake, a, makes way
+        assert await ping(h, a) == 404
+        e = await open_session(h)  # then c, although b was used before c was opened
+        assert await ping(h, c) == 404
+        assert [await ping(h, s) for s in (b, d, e)] == [200, 200, 200]
+        assert await ping(h, b) == 200  # of sessions all used, the one idle longest makes way: d
+        await open_session(h)
+        assert [await ping(h, s) for s in (b, d, e)] == [200, 404, 200]
+
+
+async def test_a_session_in_use_is_never_ended_for_a_new_one(
+    registry: Registry, blocked_searches: tuple[list[str], threading.Event]
+) -> None:
+    started, release = blocked_searches
+    call = {"jsonrpc": "2.0", "id": 3, "method": "tools/call"}
+    call["params"] = {"name": "knowledge_search", "arguments": {"query": "harpsichord"}}
+    async with serving(registry, max_sessions=2) as (_, app), http(app) as h:
+        busy = await open_session(h)  # the oldest, and never answered yet: first in line, but for its call
+        idle = await open_session(h)
+        assert await ping(h, idle) == 200
+        answers: list[httpx2.Response] = []
+
+        async def search(session_id: str) -> None:
+            answers.append(await h.post("/mcp", json=call, headers=in_session(session_id)))
+
+        async def wait_for_searches(n: int) -> None:
+            with anyio.fail_after(30):
+                while len(started) < n:
+                    await anyio.sleep(0.01)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(search, busy)
+            await wait_for_searches(1)
+            newer = await open_session(h)  # ends idle, not busy
+            assert await ping(h, idle) == 404
+            tg.start_soon(search, newer)
+            await wait_for_searches(2)
+            refused = await h.post("/mcp", json=INITIALIZE, headers=MCP_HEADERS)  # every session is busy
+            assert refused.status_code == 503
+            assert refused.json()["error"]["message"] == "Too many open sessions"
+            release.set()
+        assert [r.status_code for r in answers] == [200, 200]
+        assert not any(r.json()["result"]["isError"] for r in answers)
+        await open_session(h)  # both idle again: room is made
 
 
 # ---------------------------------------------------------------- time limit and worker threads

@@ -8,9 +8,9 @@ Answers are plain JSON (``json_response``): it costs the server half of what an 
 call does, and SSE responses are cut the moment a signal arrives instead of finishing.
 
 Every request meets gate.py first (Host, Origin, token, then a bounded body read); each connection
-is guarded by connections.py (a cap, deadlines on headers and unread bodies). Who may connect is
-access.py's business; the worker threads and the time limit per request are limits.py's; the
-session cap and idle expiry are the SDK's, set from :class:`HttpOptions`.
+is guarded by connections.py (a cap, deadlines on headers and unread bodies); sessions.py keeps the
+session cap by ending idle sessions. Who may connect is access.py's business; the worker threads
+and the time limit per request are limits.py's; idle expiry is the SDK's, set from :class:`HttpOptions`.
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ from mcpower.server.app import KnowledgeServer, create_server
 from mcpower.server.connections import DRAIN_TIMEOUT_S, HEADER_TIMEOUT_S, MAX_CONNECTIONS, GuardedH11Protocol
 from mcpower.server.gate import BODY_TIMEOUT_S, Gate
 from mcpower.server.limits import TimeLimit
+from mcpower.server.sessions import SessionRoom
 
 logger = logging.getLogger(__name__)
 
@@ -136,11 +137,13 @@ def create_http_app(
         json_response=True,
         max_request_body_size=options.max_body_bytes,
         session_idle_timeout=options.session_idle,
-        max_sessions=options.max_sessions,
+        # SessionRoom keeps the cap; an ended session leaves the manager a moment later.
+        max_sessions=2 * options.max_sessions,
         transport_security=security,
     )
+    room = SessionRoom(app, server.session_manager, options.max_sessions, MCP_PATH)
     gate = Gate(
-        app,
+        room,
         hosts=HostCheck(security),
         verifier=verifier,
         max_body_bytes=options.max_body_bytes,

@@ -18,6 +18,7 @@ from mcpower.defaults import (
     DEFAULT_BACKEND,
     DEFAULT_DATASETS_DIR,
     DEFAULT_HTTP_HOST,
+    DEFAULT_HTTP_MAX_CONNECTIONS,
     DEFAULT_HTTP_PORT,
     DEFAULT_MAX_FILE_MB,
     DEFAULT_MODEL,
@@ -88,6 +89,9 @@ class Settings(BaseModel):
     http_call_timeout: float = Field(60.0, gt=0, description="seconds a request may take before it is answered TIMEOUT")
     http_max_sessions: int = Field(100, ge=1, description="open MCP sessions at once; more get 503")
     http_session_idle: float = Field(1800.0, gt=0, description="seconds an idle session is kept")
+    http_max_connections: int = Field(
+        DEFAULT_HTTP_MAX_CONNECTIONS, ge=1, le=65536, description="open connections at once; more are closed unread"
+    )
 
     @field_validator("allow_origins", "allow_hosts", mode="before")
     @classmethod

@@ -42,6 +42,9 @@ DEFAULT_HTTP_PORT = 8765
 # to overlap one search's SQLite and FAISS waits with another's embedding on a few cores, few enough
 # that a burst of clients queues instead of thrashing (the load benchmark: 4 threads on 2 CPUs).
 DEFAULT_WORKER_THREADS = 4
+# Connections open at once: twice the default session cap (a Python SDK client holds two, its GET
+# stream and its POSTs) with room to spare, and well under the usual 1024 descriptors of a process.
+DEFAULT_HTTP_MAX_CONNECTIONS = 256
 
 MANIFEST_NAME = "manifest.json"
 # The original design caps manifests at 10 KB: they are pointers, never data. Checked before reading.

@@ -31,6 +31,7 @@ import mcpower.search
 from mcpower import __version__
 from mcpower.cli.app import app as cli
 from mcpower.registry import Registry
+from mcpower.server.access import HostCheck, transport_security
 from mcpower.server.app import KnowledgeServer, create_server
 from mcpower.server.http import HttpOptions, create_http_app
 from mcpower.server.limits import Workers
@@ -113,24 +114,39 @@ async def test_modern_protocol_too(registry: Registry) -> None:
 # ---------------------------------------------------------------- /healthz
 
 
+DETAILED_HEALTH = {
+    "status": "ok",
+    "version": __version__,
+    "datasets": [
+        {"id": "broken", "status": "error"},
+        {"id": "handbook", "status": "ready"},
+        {"id": "recipes", "status": "ready"},
+    ],
+}
+
+
 async def test_healthz_lists_statuses_without_paths_or_contents(registry: Registry, datasets: Path) -> None:
     add_broken_dataset(datasets)
     registry.scan()
-    async with serving(registry) as (_, app), http(app, token=None) as h:
+    async with serving(registry) as (_, app), http(app) as h:
         response = await h.get("/healthz")
         assert response.status_code == 200
-        body = response.json()
-        assert body == {
-            "status": "ok",
-            "version": __version__,
-            "datasets": [
-                {"id": "broken", "status": "error"},
-                {"id": "handbook", "status": "ready"},
-                {"id": "recipes", "status": "ready"},
-            ],
-        }
+        assert response.json() == DETAILED_HEALTH
         assert str(datasets.parent) not in response.text
         assert (await h.get("/healthz", headers={"Host": "evil.example:8765"})).status_code == 421
+
+
+async def test_healthz_without_the_token_says_only_that_the_server_is_up(registry: Registry, datasets: Path) -> None:
+    add_broken_dataset(datasets)
+    registry.scan()
+    async with serving(registry) as (_, app):
+        for token in (None, "wrong-token-0123456789"):
+            async with http(app, token=token) as h:
+                response = await h.get("/healthz")
+                assert response.status_code == 200
+                assert response.json() == {"status": "ok"}
+    async with serving(registry, token=None) as (_, app), http(app, token=None) as h:
+        assert (await h.get("/healthz")).json() == DETAILED_HEALTH  # no token configured: nothing to withhold
 
 
 # ---------------------------------------------------------------- access control
@@ -159,7 +175,7 @@ async def test_no_token_configured_on_loopback_needs_none(registry: Registry) ->
     ("headers", "status"),
     [
         ({"Host": "evil.example:8765"}, 421),  # DNS rebinding: a foreign name pointed at 127.0.0.1
-        ({"Host": "localhost"}, 421),  # the SDK's patterns need a port
+        ({"Host": "localhost"}, 421),  # loopback names need a port
         ({"Origin": "http://evil.example"}, 403),
         ({"Origin": "https://localhost:3000"}, 403),  # https is not the loopback origins' scheme
         ({"Origin": "http://localhost:3000"}, 200),
@@ -172,6 +188,69 @@ async def test_host_and_origin_checks(registry: Registry, headers: dict[str, str
     async with serving(registry, **options) as (_, app), http(app) as h:
         response = await h.post("/mcp", json=INITIALIZE, headers={**MCP_HEADERS, **headers})
         assert response.status_code == status, response.text
+
+
+HOSTS = [
+    ("127.0.0.1:8765", True),
+    ("127.0.0.1:1", True),  # loopback names with any port: a tunnel or proxy may renumber it
+    ("LocalHost:8765", True),
+    ("[::1]:8765", True),
+    ("[0:0:0:0:0:0:0:1]:8765", True),  # the same address, spelled out
+    ("box.lan", True),  # --allow-host without a port: with or without one
+    ("box.lan:80", True),
+    ("kb.lan:9000", True),  # --allow-host with a port: that port only
+    ("127.0.0.1:1@evil.example", False),  # user info: the SDK's prefix test let this through
+    ("127.0.0.1:8765.evil.example", False),
+    ("localhost:8765/x", False),
+    ("localhost:8765 ", False),
+    ("localhost:+80", False),
+    ("localhost:99999", False),
+    ("localhost:", False),
+    ("localhost", False),  # loopback names need a port
+    ("127.0.0.1", False),
+    ("[::1]", False),
+    ("::1:8765", False),
+    ("[::1%25eth0]:8765", False),
+    ("[::1]:8765x", False),
+    ("kb.lan:9001", False),
+    ("kb.lan", False),
+    ("box.lan.evil.example", False),
+    ("evil.example:8765", False),
+    ("", False),
+]
+
+
+@pytest.mark.parametrize(("host", "allowed"), HOSTS)
+def test_host_header_table(host: str, allowed: bool) -> None:
+    check = HostCheck(transport_security("127.0.0.1", ["box.lan", "kb.lan:9000"], []))
+    assert check.host_allowed(host) is allowed
+
+
+@pytest.mark.parametrize(
+    ("origin", "allowed"),
+    [
+        (None, True),  # not a browser
+        ("http://localhost:3000", True),
+        ("http://[::1]:3000", True),
+        ("https://app.example.com", True),
+        ("http://localhost:3000@evil.example", False),
+        ("http://localhost:3000.evil.example", False),
+        ("https://app.example.com:8443", False),
+        ("https://app.example.com.evil.example", False),
+        ("http://localhost", False),
+        ("null", False),
+    ],
+)
+def test_origin_header_table(origin: str | None, allowed: bool) -> None:
+    check = HostCheck(transport_security("127.0.0.1", [], ["https://app.example.com"]))
+    assert check.origin_allowed(origin) is allowed
+
+
+async def test_a_host_with_user_info_is_refused_on_every_route(registry: Registry) -> None:
+    async with serving(registry) as (_, app), http(app) as h:
+        headers = {**MCP_HEADERS, "Host": "127.0.0.1:1@evil.example"}
+        assert (await h.post("/mcp", json=INITIALIZE, headers=headers)).status_code == 421
+        assert (await h.get("/healthz", headers=headers)).status_code == 421
 
 
 async def test_oversized_bodies_get_413(registry: Registry) -> None:
@@ -190,11 +269,77 @@ async def test_oversized_bodies_get_413(registry: Registry) -> None:
         assert (await h.post("/mcp", json=INITIALIZE, headers=MCP_HEADERS)).status_code == 200
 
 
-async def test_session_cap_and_settings_reach_the_sdk(registry: Registry) -> None:
-    async with serving(registry, max_sessions=2, session_idle=123.0) as (server, app), http(app) as h:
+# ---------------------------------------------------------------- the session cap
+
+
+def in_session(session_id: str) -> dict[str, str]:
+    return {**MCP_HEADERS, "mcp-session-id": session_id, "mcp-protocol-version": "2025-11-25"}
+
+
+async def open_session(h: httpx2.AsyncClient) -> str:
+    """A handshake (initialize, then the initialized notification) and nothing else; the session id."""
+    response = await h.post("/mcp", json=INITIALIZE, headers=MCP_HEADERS)
+    assert response.status_code == 200, response.text
+    session_id = response.headers["mcp-session-id"]
+    initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    assert (await h.post("/mcp", json=initialized, headers=in_session(session_id))).status_code == 202
+    return session_id
+
+
+async def ping(h: httpx2.AsyncClient, session_id: str) -> int:
+    request = {"jsonrpc": "2.0", "id": 7, "method": "ping"}
+    return (await h.post("/mcp", json=request, headers=in_session(session_id))).status_code
+
+
+async def test_idle_sessions_make_room_for_new_ones(registry: Registry) -> None:
+    async with serving(registry, max_sessions=3, session_idle=123.0) as (server, app), http(app) as h:
         assert server.session_manager.session_idle_timeout == 123.0
-        statuses = [(await h.post("/mcp", json=INITIALIZE, headers=MCP_HEADERS)).status_code for _ in range(3)]
-        assert statuses == [200, 200, 503]
+        a, b, c = [await open_session(h) for _ in range(3)]
+        assert await ping(h, b) == 200  # b is used; a and c only shook hands
+        d = await open_session(h)  # the cap is full: the oldest bare handshake, a, makes way
+        assert await ping(h, a) == 404
+        e = await open_session(h)  # then c, although b was used before c was opened
+        assert await ping(h, c) == 404
+        assert [await ping(h, s) for s in (b, d, e)] == [200, 200, 200]
+        assert await ping(h, b) == 200  # of sessions all used, the one idle longest makes way: d
+        await open_session(h)
+        assert [await ping(h, s) for s in (b, d, e)] == [200, 404, 200]
+
+
+async def test_a_session_in_use_is_never_ended_for_a_new_one(
+    registry: Registry, blocked_searches: tuple[list[str], threading.Event]
+) -> None:
+    started, release = blocked_searches
+    call = {"jsonrpc": "2.0", "id": 3, "method": "tools/call"}
+    call["params"] = {"name": "knowledge_search", "arguments": {"query": "harpsichord"}}
+    async with serving(registry, max_sessions=2) as (_, app), http(app) as h:
+        busy = await open_session(h)  # the oldest, and never answered yet: first in line, but for its call
+        idle = await open_session(h)
+        assert await ping(h, idle) == 200
+        answers: list[httpx2.Response] = []
+
+        async def search(session_id: str) -> None:
+            answers.append(await h.post("/mcp", json=call, headers=in_session(session_id)))
+
+        async def wait_for_searches(n: int) -> None:
+            with anyio.fail_after(30):
+                while len(started) < n:
+                    await anyio.sleep(0.01)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(search, busy)
+            await wait_for_searches(1)
+            newer = await open_session(h)  # ends idle, not busy
+            assert await ping(h, idle) == 404
+            tg.start_soon(search, newer)
+            await wait_for_searches(2)
+            refused = await h.post("/mcp", json=INITIALIZE, headers=MCP_HEADERS)  # every session is busy
+            assert refused.status_code == 503
+            assert refused.json()["error"]["message"] == "Too many open sessions"
+            release.set()
+        assert [r.status_code for r in answers] == [200, 200]
+        assert not any(r.json()["result"]["isError"] for r in answers)
+        await open_session(h)  # both idle again: room is made
 
 
 # ---------------------------------------------------------------- time limit and worker threads

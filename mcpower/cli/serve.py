@@ -281,4 +281,5 @@ def _http_options(s: Settings) -> HttpOptions:
         max_sessions=s.http_max_sessions,
         session_idle=s.http_session_idle,
         threads=s.worker_threads,
+        max_connections=s.http_max_connections,
     )

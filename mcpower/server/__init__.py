@@ -4,6 +4,9 @@
     stdio.py     serving over stdin/stdout (started by MCP clients)
     http.py      serving Streamable HTTP at /mcp (one process, many clients), with /healthz
     access.py    who may use the HTTP server: bearer token, Host and Origin checks
+    gate.py      what every HTTP request meets first: those checks, then a bounded body read
+    connections.py  the HTTP connection cap, deadlines on headers and unread bodies
+    sessions.py  the HTTP session cap, kept by ending idle sessions
     limits.py    worker threads and the time limit per request
     logging.py   logs to stderr, as JSON lines or text
     clients.py   the configuration snippets MCP clients need to start this server

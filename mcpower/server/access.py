@@ -4,9 +4,10 @@ Loopback by default. A token is required when one is configured (``MCPOWER_TOKEN
 ``--token-file``) and always when the server listens on an address other hosts can reach. It is
 compared in constant time (both sides hashed first, so not even its length shows), and a missing or
 wrong one gets the SDK's 401 with ``WWW-Authenticate: Bearer``. The Host and Origin headers are
-checked by the SDK's ``TransportSecuritySettings`` (421 for a Host, 403 for an Origin not allowed):
-a web page the user visits cannot reach a server on their machine by pointing a DNS name at
-127.0.0.1, nor call it from the page's own origin.
+checked before anything else (421 for a Host, 403 for an Origin not allowed), matched exactly as
+host and numeric port (:class:`HostCheck`): a web page the user visits cannot reach a server on
+their machine by pointing a DNS name at 127.0.0.1, nor call it from the page's own origin. The
+SDK's ``TransportSecuritySettings`` check the same lists again inside, by prefix.
 """
 
 from __future__ import annotations
@@ -117,13 +118,88 @@ def transport_security(host: str, allow_hosts: list[str], allow_origins: list[st
     if not is_loopback(host) and host not in WILDCARD_ADDRESSES:
         hosts.append(f"[{host}]:*" if ":" in host else f"{host}:*")
     for name in allow_hosts:
+        if _parse_address(name, port_pattern=True) is None:
+            raise McpowerError(
+                f"--allow-host {name!r} is not a host name; give a name or address, optionally with a port, "
+                "e.g. kb.lan or kb.lan:8765"
+            )
         has_port = re.search(r":(\d+|\*)$", name) is not None and not name.endswith("]")
         hosts += [name] if has_port else [name, f"{name}:*"]
     origins = list(LOOPBACK_ORIGINS)
     for origin in allow_origins:
-        if not re.fullmatch(r"https?://[^/\s]+/?", origin):
+        if not re.fullmatch(r"https?://[^/\s]+/?", origin) or _parse_origin(origin.rstrip("/"), True) is None:
             raise McpowerError(
                 f"--allow-origin {origin!r} is not an origin; give scheme, host and port, e.g. https://app.example.com"
             )
         origins.append(origin.rstrip("/"))
     return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins)
+
+
+# host[:port] as RFC 9110 has it, without what no client of this server sends: user info, a path,
+# percent-escapes, IPv6 zone ids. A name's letters are compared lower-cased, an IPv6 address in
+# its compressed form; a port is at most 5 digits (and at most 65535).
+_ADDRESS = re.compile(r"(?:\[(?P<ip6>[0-9a-fA-F:.]+)\]|(?P<name>[A-Za-z0-9._-]+))(?::(?P<port>\d{1,5}|\*))?")
+_ORIGIN = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?P<address>.+)")
+Address = tuple[str, int | str | None]  # (host, port): None is no port; "*" (patterns only) any port
+
+
+def _parse_address(value: str, port_pattern: bool = False) -> Address | None:
+    match = _ADDRESS.fullmatch(value)
+    if match is None:
+        return None
+    port: int | str | None = match["port"]
+    if port == "*":
+        if not port_pattern:
+            return None
+    elif port is not None:
+        port = int(port)
+        if port > 65535:
+            return None
+    if match["ip6"] is None:
+        return match["name"].lower(), port
+    try:
+        return f"[{ipaddress.IPv6Address(match['ip6']).compressed}]", port
+    except ValueError:
+        return None
+
+
+def _parse_origin(value: str, port_pattern: bool = False) -> tuple[str, Address] | None:
+    match = _ORIGIN.fullmatch(value)
+    address = _parse_address(match["address"], port_pattern) if match else None
+    return None if match is None or address is None else (match["scheme"].lower(), address)
+
+
+def _port_matches(pattern: int | str | None, port: int | str | None) -> bool:
+    return port is not None if pattern == "*" else pattern == port
+
+
+class HostCheck:
+    """Whether a request's ``Host`` and ``Origin`` headers are among the allowed ones, matched exactly.
+
+    The allowed values are the SDK's patterns (:func:`transport_security`): ``name``, ``name:port``
+    or ``name:*`` (any numeric port, but a port), ``[v6]:*``, ``scheme://name:*``. Both sides are
+    parsed as host and port first, so ``127.0.0.1:1@evil.example`` or ``localhost:80/x`` match
+    nothing, where the SDK's prefix test lets them through.
+    """
+
+    def __init__(self, settings: TransportSecuritySettings) -> None:
+        self._hosts = [a for a in (_parse_address(h, port_pattern=True) for h in settings.allowed_hosts) if a]
+        self._origins = [o for o in (_parse_origin(v, port_pattern=True) for v in settings.allowed_origins) if o]
+
+    def host_allowed(self, value: str | None) -> bool:
+        """Whether ``value`` (a ``Host`` header; None: there was none) names this server."""
+        address = _parse_address(value) if value is not None else None
+        if address is None:
+            return False
+        host, port = address
+        return any(host == h and _port_matches(p, port) for h, p in self._hosts)
+
+    def origin_allowed(self, value: str | None) -> bool:
+        """Whether ``value`` (an ``Origin`` header) may call; no ``Origin`` (not a browser) may."""
+        if value is None:
+            return True
+        origin = _parse_origin(value)
+        if origin is None:
+            return False
+        scheme, (host, port) = origin
+        return any(scheme == s and host == h and _port_matches(p, port) for s, (h, p) in self._origins)

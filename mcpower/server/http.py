@@ -7,8 +7,10 @@ connections, lets the requests in flight finish (up to :data:`SHUTDOWN_GRACE_S`)
 Answers are plain JSON (``json_response``): it costs the server half of what an SSE stream per
 call does, and SSE responses are cut the moment a signal arrives instead of finishing.
 
-Who may connect is access.py's business; the worker threads and the time limit per request are
-limits.py's; the body limit, the session cap and idle expiry are the SDK's, set from :class:`HttpOptions`.
+Every request meets gate.py first (Host, Origin, token, then a bounded body read); each connection
+is guarded by connections.py (a cap, deadlines on headers and unread bodies); sessions.py keeps the
+session cap by ending idle sessions. Who may connect is access.py's business; the worker threads
+and the time limit per request are limits.py's; idle expiry is the SDK's, set from :class:`HttpOptions`.
 """
 
 from __future__ import annotations
@@ -19,13 +21,14 @@ import os
 import signal
 import socket
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any, Literal
 
 import uvicorn
-from mcp.server.transport_security import RequestBodyLimitMiddleware, TransportSecurityMiddleware
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp
@@ -36,17 +39,22 @@ from mcpower.errors import McpowerError
 from mcpower.registry import Registry
 from mcpower.server.access import (
     WILDCARD_ADDRESSES,
+    HostCheck,
     StaticTokenVerifier,
     auth_settings,
     check_exposure,
     transport_security,
 )
 from mcpower.server.app import KnowledgeServer, create_server
+from mcpower.server.connections import DRAIN_TIMEOUT_S, HEADER_TIMEOUT_S, MAX_CONNECTIONS, GuardedH11Protocol
+from mcpower.server.gate import BODY_TIMEOUT_S, Gate
 from mcpower.server.limits import TimeLimit
+from mcpower.server.sessions import SessionRoom
 
 logger = logging.getLogger(__name__)
 
 MCP_PATH = "/mcp"
+HEALTH_PATH = "/healthz"
 # The issue's bound on a graceful stop; a request still running then is cancelled (the client gets a 500).
 SHUTDOWN_GRACE_S = 5
 # An idle keep-alive connection is closed after this long (uvicorn's default too).
@@ -67,6 +75,11 @@ class HttpOptions:
     max_sessions: int = 100
     session_idle: float = 1800.0
     threads: int = DEFAULT_WORKER_THREADS
+    max_connections: int = MAX_CONNECTIONS
+    # Deadlines (connections.py, gate.py); not settings, but tests shorten them.
+    header_timeout: float = HEADER_TIMEOUT_S
+    body_timeout: float = BODY_TIMEOUT_S
+    drain_timeout: float = DRAIN_TIMEOUT_S
 
     @property
     def url(self) -> str:
@@ -78,8 +91,11 @@ def mcp_url(host: str, port: int) -> str:
     return f"http://{f'[{host}]' if ':' in host else host}:{port}{MCP_PATH}"
 
 
-def health(registry: Registry) -> dict[str, Any]:
-    """What GET /healthz answers: the version and each dataset's id and status, nothing else."""
+def health(registry: Registry, detailed: bool = True) -> dict[str, Any]:
+    """What GET /healthz answers: that the server is up; in detail, the version and each dataset's
+    id and status, nothing else."""
+    if not detailed:
+        return {"status": "ok"}
     datasets = [{"id": e.id, "status": e.status} for e in registry.entries()]
     return {"status": "ok", "version": __version__, "datasets": datasets}
 
@@ -102,30 +118,39 @@ def create_http_app(
             "localhost or [::1]; give the names other machines use with --allow-host",
             extra={"event": "http.hosts"},
         )
+    verifier = StaticTokenVerifier(options.token) if options.token is not None else None
     auth: dict[str, Any] = {}
-    if options.token is not None:
-        auth = {"token_verifier": StaticTokenVerifier(options.token), "auth": auth_settings()}
+    if verifier is not None:
+        auth = {"token_verifier": verifier, "auth": auth_settings()}
     server = create_server(registry, tool_names, threads=options.threads, **auth)
     server.middleware.append(TimeLimit(options.call_timeout))
-    checks = TransportSecurityMiddleware(security)
 
     async def healthz(request: Request) -> Response:
-        # No token needed, but the same Host/Origin checks as /mcp: a rebinding page learns nothing.
-        refused = await checks.validate_request(request)
-        return refused or JSONResponse(health(registry))
+        # Liveness for anyone who passed the Host/Origin checks; what is served, with the token only.
+        detailed = verifier is None or isinstance(request.scope.get("user"), AuthenticatedUser)
+        return JSONResponse(health(registry, detailed))
 
-    server.custom_route("/healthz", methods=["GET"])(healthz)
+    server.custom_route(HEALTH_PATH, methods=["GET"])(healthz)
 
     app = server.streamable_http_app(
         streamable_http_path=MCP_PATH,
         json_response=True,
         max_request_body_size=options.max_body_bytes,
         session_idle_timeout=options.session_idle,
-        max_sessions=options.max_sessions,
+        # SessionRoom keeps the cap; an ended session leaves the manager a moment later.
+        max_sessions=2 * options.max_sessions,
         transport_security=security,
     )
-    # The SDK limits /mcp only; this covers every route, with the same bounded read and 413.
-    return server, RequestBodyLimitMiddleware(app, max_body_size=options.max_body_bytes)
+    room = SessionRoom(app, server.session_manager, options.max_sessions, MCP_PATH)
+    gate = Gate(
+        room,
+        hosts=HostCheck(security),
+        verifier=verifier,
+        max_body_bytes=options.max_body_bytes,
+        body_timeout=options.body_timeout,
+        open_paths=[HEALTH_PATH],
+    )
+    return server, gate
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -160,6 +185,9 @@ class _Uvicorn(uvicorn.Server):
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():  # tests serve from a thread
+            yield
+            return
         handled = (signal.SIGINT, signal.SIGTERM)
         previous = {sig: signal.signal(sig, self.handle_exit) for sig in handled}
         try:
@@ -184,6 +212,27 @@ class _Uvicorn(uvicorn.Server):
             )
 
 
+def http_server(app: ASGIApp, options: HttpOptions) -> uvicorn.Server:
+    """The uvicorn server for ``app`` (from :func:`create_http_app`) with the connection limits of
+    ``options``; ``run(sockets=[bind(...)])`` serves it."""
+    protocol = GuardedH11Protocol.configured(options.header_timeout, options.drain_timeout, options.max_connections)
+    config = uvicorn.Config(
+        app,
+        http=protocol,
+        ws="none",  # no WebSocket routes; an upgrade would leave the guarded protocol
+        lifespan="on",
+        # uvicorn's own bound, on connections or requests at once (503 past it): one above the
+        # guard's, so every connection it keeps is served, and requests whose clients left still count.
+        limit_concurrency=options.max_connections + 1,
+        timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
+        timeout_keep_alive=KEEP_ALIVE_S,
+        access_log=False,
+        log_config=None,  # our handlers (logging.py): JSON on stderr
+        server_header=False,
+    )
+    return _Uvicorn(config)
+
+
 def run_http(
     registry: Registry,
     options: HttpOptions,
@@ -204,17 +253,8 @@ def run_http(
         raise
     if on_listening is not None:
         on_listening()
-    config = uvicorn.Config(
-        app,
-        lifespan="on",
-        timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
-        timeout_keep_alive=KEEP_ALIVE_S,
-        access_log=False,
-        log_config=None,  # our handlers (logging.py): JSON on stderr
-        server_header=False,
-    )
     try:
-        _Uvicorn(config).run(sockets=[sock])
+        http_server(app, options).run(sockets=[sock])
     finally:
         server.close()
         sock.close()

@@ -1,0 +1,141 @@
+"""The first thing every HTTP request meets, before a byte of its body is read.
+
+In order: the ``Host`` and ``Origin`` headers (421, 403), the bearer token (401, on every route but
+``/healthz``), a declared ``Content-Length`` over the limit (413). Only a request that passed all
+three has its body read, up to the limit (413) and within a deadline (408), and is handed on with
+the body already in hand. So a client without the token cannot make the server hold any part of a
+body, and one trickling a body holds a connection for the deadline at most.
+
+A refusal leaves the rest of the body unread and the connection open: the connection's guard
+(connections.py) discards what still comes for a few seconds, then closes it. Closing at once
+would reset a client still sending, which would then see a reset instead of the status.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Collection
+
+import anyio
+from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend
+from mcp.server.auth.provider import TokenVerifier
+from starlette.datastructures import Headers
+from starlette.requests import HTTPConnection
+from starlette.responses import Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from mcpower.server.access import HostCheck
+
+logger = logging.getLogger(__name__)
+
+# A whole request body must arrive within this long of its headers: 4 MB in 30 s is 140 KB/s,
+# which any client on a working network beats many times over.
+BODY_TIMEOUT_S = 30.0
+
+
+def _refusal(status: int, text: str) -> Response:
+    return Response(text, status_code=status, media_type="text/plain")
+
+
+def _unauthorized() -> Response:
+    """The SDK's own 401 (RequireAuthMiddleware), so clients see one answer whoever refuses them."""
+    body = {"error": "invalid_token", "error_description": "Authentication required"}
+    challenge = 'Bearer error="invalid_token", error_description="Authentication required"'
+    return Response(
+        json.dumps(body), status_code=401, media_type="application/json", headers={"WWW-Authenticate": challenge}
+    )
+
+
+class Gate:
+    """ASGI middleware in front of the whole app: access checks first, then a bounded body read.
+
+    ``verifier`` None: no token is configured (a loopback server), so no 401. ``open_paths`` need
+    no token (``/healthz``; it decides itself what to tell a caller without one).
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        hosts: HostCheck,
+        verifier: TokenVerifier | None,
+        max_body_bytes: int,
+        body_timeout: float = BODY_TIMEOUT_S,
+        open_paths: Collection[str] = (),
+    ) -> None:
+        self.app = app
+        self.hosts = hosts
+        self.auth = BearerAuthBackend(verifier) if verifier is not None else None
+        self.max_body_bytes = max_body_bytes
+        self.body_timeout = body_timeout
+        self.open_paths = frozenset(open_paths)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        refusal = await self._check(scope)
+        if refusal is None:
+            body = await self._read_body(receive)
+            if body is None:  # the client left
+                return
+            if isinstance(body, bytes):
+                await self.app(scope, _replay(body, receive), send)
+                return
+            refusal = body
+        await refusal(scope, receive, send)
+
+    async def _check(self, scope: Scope) -> Response | None:
+        headers = Headers(scope=scope)
+        hosts = headers.getlist("host")
+        if len(hosts) != 1 or not self.hosts.host_allowed(hosts[0]):
+            return self._refused(421, "Invalid Host header", "host")
+        origins = headers.getlist("origin")
+        if len(origins) > 1 or not self.hosts.origin_allowed(origins[0] if origins else None):
+            return self._refused(403, "Invalid Origin header", "origin")
+        auth = self.auth if scope["path"] not in self.open_paths else None
+        if auth is not None and await auth.authenticate(HTTPConnection(scope)) is None:
+            logger.info("http.refused", extra={"event": "http.refused", "status": 401, "reason": "token"})
+            return _unauthorized()
+        declared = headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > self.max_body_bytes:
+            return self._refused(413, "Request body too large", "body_size")
+        return None
+
+    async def _read_body(self, receive: Receive) -> bytes | Response | None:
+        """The whole body; a refusal past the limit or the deadline; None if the client left."""
+        chunks: list[bytes] = []
+        size = 0
+        with anyio.move_on_after(self.body_timeout):
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    return None
+                chunk = message.get("body", b"")
+                size += len(chunk)
+                if size > self.max_body_bytes:
+                    return self._refused(413, "Request body too large", "body_size")
+                chunks.append(chunk)
+                if not message.get("more_body", False):
+                    return b"".join(chunks)
+        return self._refused(408, "Request body not received in time", "body_timeout")
+
+    @staticmethod
+    def _refused(status: int, text: str, reason: str) -> Response:
+        logger.info("http.refused", extra={"event": "http.refused", "status": status, "reason": reason})
+        return _refusal(status, text)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A receive that gives ``body`` as the one request message, then defers to ``receive``."""
+    given = False
+
+    async def replay() -> Message:
+        nonlocal given
+        if given:
+            return await receive()
+        given = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replay

@@ -451,6 +451,29 @@ def test_bad_token_files_are_refused(tmp_path: Path, content: str | None, messag
     assert message in result.stderr
 
 
+def test_the_token_hint_works_where_only_python3_is(tmp_path: Path) -> None:
+    result = invoke("--http", "--token-file", str(tmp_path / "missing"), "--datasets-dir", str(tmp_path))
+    assert 'python3 -c "import secrets; print(secrets.token_urlsafe(32))"' in result.stderr
+    assert " python -c" not in result.stderr
+
+
+@pytest.mark.parametrize(("mode", "warned"), [(0o600, False), (0o640, True), (0o644, True)])
+def test_a_token_file_others_can_read_is_warned_about(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, mode: int, warned: bool
+) -> None:
+    from mcpower.server.access import load_token
+
+    path = tmp_path / "token"
+    path.write_text("t" * 32 + "\n")
+    path.chmod(mode)
+    with caplog.at_level(logging.WARNING, logger="mcpower"):
+        assert load_token(None, path) == "t" * 32  # still served: a warning, not a refusal
+    said = [r.getMessage() for r in caplog.records if "token file" in r.getMessage()]
+    assert bool(said) is warned
+    if warned:
+        assert f"mode {mode:04o}" in said[0] and f"chmod 600 {path}" in said[0]
+
+
 def test_bad_origin_and_taken_port_are_refused(tmp_path: Path) -> None:
     result = invoke("--http", "--allow-origin", "evil.example/path", "--datasets-dir", str(tmp_path))
     assert result.exit_code == 1 and "is not an origin" in result.stderr

@@ -157,10 +157,10 @@ def serve(
     if print_config is not None:
         _print_config(print_config, s, http)
         return
-    options = _http_options(s) if http else None  # bad access settings fail here, before anything loads
     from mcpower.server.logging import configure_logging
 
-    configure_logging(s.log_level, s.log_format)
+    configure_logging(s.log_level, s.log_format)  # first: what the access checks warn about is logged too
+    options = _http_options(s) if http else None  # bad access settings fail here, before anything loads
     from mcpower.server.app import create_server
     from mcpower.store.milvus.client import display_uri
 

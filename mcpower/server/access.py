@@ -15,6 +15,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 import ipaddress
+import logging
+import os
 import re
 from pathlib import Path
 
@@ -24,12 +26,14 @@ from mcp.server.transport_security import TransportSecuritySettings
 
 from mcpower.errors import McpowerError
 
+logger = logging.getLogger(__name__)
+
 LOOPBACK_HOSTS = ["127.0.0.1:*", "localhost:*", "[::1]:*"]
 LOOPBACK_ORIGINS = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
 WILDCARD_ADDRESSES = ("0.0.0.0", "::")
 # 16 characters of a random token are ~96 bits; anything shorter is likely a password typed by hand.
 MIN_TOKEN_CHARS = 16
-TOKEN_HINT = 'make one with: python -c "import secrets; print(secrets.token_urlsafe(32))"'
+TOKEN_HINT = 'make one with: python3 -c "import secrets; print(secrets.token_urlsafe(32))"'
 _HEADER_SAFE = re.compile(r"[\x21-\x7e]+")  # what an HTTP header carries unmangled: visible ASCII
 
 
@@ -54,6 +58,7 @@ def load_token(token: str | None, token_file: Path | None) -> str | None:
         source = f"the token file {token_file}"
         try:
             text = token_file.expanduser().read_text(encoding="utf-8")
+            _warn_if_shared(token_file.expanduser())
         except (OSError, UnicodeDecodeError) as e:
             reason = e.strerror if isinstance(e, OSError) else "not UTF-8 text"
             raise McpowerError(f"cannot read {source}: {reason}; put the token alone in it ({TOKEN_HINT})") from None
@@ -69,6 +74,24 @@ def load_token(token: str | None, token_file: Path | None) -> str | None:
     if not _HEADER_SAFE.fullmatch(token):
         raise McpowerError(f"the bearer token from {source} must be visible ASCII without spaces ({TOKEN_HINT})")
     return token
+
+
+def _warn_if_shared(path: Path) -> None:
+    """Warn when others can read or write the token file, or it is not this user's (POSIX): a token
+    others can read is a token others hold."""
+    if os.name != "posix":
+        return
+    st = path.stat()
+    if st.st_mode & 0o077 or st.st_uid != os.getuid():
+        logger.warning(
+            "the token file %s can be read or changed by other users (mode %04o%s): anyone who reads it can "
+            "call this server; make it yours alone with: chmod 600 %s",
+            path,
+            st.st_mode & 0o777,
+            "" if st.st_uid == os.getuid() else ", owned by another user",
+            path,
+            extra={"event": "http.token_file_shared"},
+        )
 
 
 def check_exposure(host: str, token: str | None) -> None:

@@ -137,4 +137,5 @@ class _Reader:
 
 
 def _shown(fourcc: bytes) -> str:
-    return repr(fourcc.decode("ascii", "replace"))
+    """A file type code as messages show it: its letters, or its bytes in hex if they are not letters."""
+    return repr(fourcc.decode()) if fourcc.isascii() and fourcc.decode().isprintable() else f"0x{fourcc.hex()}"

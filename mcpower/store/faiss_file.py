@@ -4,11 +4,12 @@ FAISS trusts the length fields of a file: it sizes each array from the count sto
 only then reads the bytes, so a count forged upwards (a checksum can be forged with it) makes it
 allocate, and fill with zeros, up to 2^40 elements before it finds the file too short (3.2 GB for
 a file of 1.6 KB; the machine's memory for a larger count). This walks the layout mcpower writes
-(build.py) — an IndexIDMap2 around an IndexFlatIP or an IndexHNSWFlat, inner-product metric —
+(store/local/build.py: an IndexIDMap2 around an IndexFlatIP or an IndexHNSWFlat, inner product),
 reading headers and counts only, and refuses any count that disagrees with the index's dimension
 and vector count or does not fit in the bytes left. A file that passes holds no array larger than
 itself, so FAISS allocates no more than the file's size (and its id map's reverse map, a few
-dozen bytes per vector).
+dozen bytes per vector). The original format's IndexFlatIP (store/original/files.py) is read with
+this header layout too, by numpy.
 
 The layout, little-endian (faiss/impl/index_write.cpp): each index starts with a fourcc and a
 header (d int32, ntotal int64, two unused int64, is_trained byte, metric int32); an array is a

@@ -250,15 +250,17 @@ def read_manifest_json(path: Path) -> dict[str, Any]:
     return data
 
 
-def read_json(path: Path, max_bytes: int, what: str) -> Any:
-    """The JSON value in the regular file ``path`` of at most ``max_bytes`` bytes.
+def read_json(path: Path, max_bytes: int, what: str, max_values: int | None = None) -> Any:
+    """The JSON value in the regular file ``path`` of at most ``max_bytes`` bytes (and, if given,
+    at most about ``max_values`` values: parsed, each costs ~60-90 bytes however short its text).
 
     The file is opened once (no symlink followed, without blocking) and that descriptor is checked
-    and read, so what is checked is what is read; its size is checked before anything is read.
+    and read, so what is checked is what is read; its size is checked before anything is read, its
+    values are counted before it is parsed.
 
     Raises:
         ValueError: what was wrong, for a message (no path in it): unreadable, not a regular file,
-            over the limit for ``what``, not UTF-8 JSON, NaN or Infinity, nested too deeply.
+            over the limits for ``what``, not UTF-8 JSON, NaN or Infinity, nested too deeply.
     """
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
@@ -282,8 +284,17 @@ def read_json(path: Path, max_bytes: int, what: str) -> Any:
         os.close(fd)
     if size > max_bytes:
         raise ValueError(f"over the {max_bytes}-byte limit for {what}")
+    data = b"".join(parts)
+    del parts
+    if max_values is not None:
+        # Every value but the first follows a , : [ or { (one in a string is counted too: an upper bound).
+        values = 1 + sum(data.count(c) for c in (b",", b":", b"[", b"{"))
+        if values > max_values:
+            raise ValueError(f"~{values} values (counting , : [ and {{), over the {max_values}-value limit for {what}")
     try:
-        return json.loads(b"".join(parts).decode("utf-8"), parse_constant=_reject_constant)
+        text = data.decode("utf-8")
+        del data  # not held beside the text while it is parsed
+        return json.loads(text, parse_constant=_reject_constant)
     except (UnicodeDecodeError, ValueError, RecursionError) as e:  # RecursionError: `[[[[...` nesting
         raise ValueError(f"not valid UTF-8 JSON ({e})") from e
 

@@ -225,6 +225,12 @@ def damage(key: str, how: Callable[[bytes], bytes], rechecksum: bool = False) ->
     return mutate
 
 
+def forged_codes_length(data: bytes) -> bytes:
+    """index.faiss with the float count of its IndexFlatIP (after two 37-byte headers) set to 2^26:
+    FAISS would allocate 256 MiB before finding the file short."""
+    return data[:74] + (1 << 26).to_bytes(8, "little") + data[82:]
+
+
 def truncate_half(data: bytes) -> bytes:
     return data[: len(data) // 2]
 
@@ -490,6 +496,19 @@ def original_sparse_metadata(size: int) -> Mutation:
 
 def original_lying_header(data: bytes) -> bytes:
     return data[:8] + (10**12).to_bytes(8, "little") + data[16:]  # ntotal: a terabyte of vectors
+
+
+def original_sparse_vectors(n: int) -> Mutation:
+    """docs.index holding ``n`` zero vectors (sparse: no disk used); the records are left as they are."""
+
+    def mutate(folder: Path, outside: Path) -> None:
+        index = _original_index(folder)
+        header = index.read_bytes()[:37]  # fourcc, d, ntotal, two unused, trained, metric; then the float count
+        with open(index, "wb") as f:
+            f.write(header[:8] + n.to_bytes(8, "little") + header[16:] + (n * ORIGINAL_DIMENSION).to_bytes(8, "little"))
+            f.truncate(45 + 4 * n * ORIGINAL_DIMENSION)
+
+    return mutate
 
 
 def original_index_outside(folder: Path, outside: Path) -> None:
@@ -1296,6 +1315,13 @@ DATASET = [
         claims_id(BROKEN_BASE),
         Broken("DATASET_UNAVAILABLE", "differs from its folder name"),
     ),
+    Case(
+        "index-codes-length-forged",
+        "dataset",
+        "index.faiss's float count forged to 2^26 (FAISS would allocate 256 MiB), checksum forged",
+        damage("index", forged_codes_length, rechecksum=True),
+        Broken("INDEX_MISMATCH", "the vectors' floats: 67108864 entries"),
+    ),
 ]
 
 ORIGINAL = [
@@ -1420,6 +1446,13 @@ ORIGINAL = [
         'original format: `createdAt: "9999-12-31T23:59:59-23:59"` (after the year 9999 in UTC)',
         original(original_meta(lambda m: m.update(createdAt="9999-12-31T23:59:59-23:59"))),
         Broken("INDEX_MISMATCH", "createdAt '9999-12-31T23:59:59-23:59' is out of range"),
+    ),
+    Case(
+        "original-vectors-over-budget",
+        "dataset",
+        "original format: 700,000 zero vectors in docs.index (1 GB, sparse; refused before the metadata is read)",
+        original(original_sparse_vectors(700_000)),
+        Broken("INDEX_MISMATCH", "MiB mcpower holds in memory for a dataset of the original format"),
     ),
 ]
 

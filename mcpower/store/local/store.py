@@ -25,6 +25,7 @@ from mcpower.layout import resolve_inside
 from mcpower.manifest import DatasetInfo, Manifest
 from mcpower.results import SearchFilters, normalize_rel
 from mcpower.store import ChunkHit, ChunkRow, DocumentRow, DocumentSummary
+from mcpower.store.faiss_file import check_index_file
 from mcpower.store.local.fts import query_phrases
 from mcpower.store.local.keyword import COLUMN_WEIGHTS, KeywordHits, chunk_ids, combine, read_postings
 from mcpower.store.local.pool import ConnectionPool
@@ -298,6 +299,18 @@ def open_store(folder: Path, manifest: Manifest, verify: bool = True, hashes: Fi
             raise IndexMismatchError(
                 f"{name}: {manifest.metadata} does not match its checksum; re-run `mcpower ingest`"
             )
+        try:  # FAISS allocates what the file's length fields say: they are checked against its size first
+            layout = check_index_file(index_fd.fd)
+        except (ValueError, OSError) as e:
+            raise IndexMismatchError(f"{name}: {manifest.index} is not a readable FAISS index ({e})") from e
+        if layout.dimension != manifest.embedding.dimension:
+            raise IndexMismatchError(
+                f"{name}: index dimension {layout.dimension} != model dimension {manifest.embedding.dimension}"
+            )
+        if layout.kind != manifest.vector_index.kind:
+            raise IndexMismatchError(
+                f"{name}: a {layout.kind} index, but the manifest says {manifest.vector_index.kind}"
+            )
         index: Any
         try:
             # Read by FAISS from the file: holding the bytes to hash and deserialise them cost three
@@ -305,10 +318,6 @@ def open_store(folder: Path, manifest: Manifest, verify: bool = True, hashes: Fi
             index = faiss.read_index(index_fd.name)
         except Exception as e:  # faiss raises RuntimeError with C++ text for any corruption
             raise IndexMismatchError(f"{name}: {manifest.index} is not a readable FAISS index") from e
-        if index.d != manifest.embedding.dimension:
-            raise IndexMismatchError(
-                f"{name}: index dimension {index.d} != model dimension {manifest.embedding.dimension}"
-            )
         if manifest.vector_index.kind == "hnsw" and manifest.vector_index.ef_search:
             hnsw: Any = faiss.downcast_index(index.index)
             hnsw.hnsw.efSearch = manifest.vector_index.ef_search

@@ -3,11 +3,13 @@
 Every file is checked before it is used: the manifest against seed 000's schema, its two paths
 against the dataset folder, the metadata file's size before it is read and its JSON shape after,
 the FAISS file's header and size before a byte of its vectors is read. FAISS itself never parses
-the file: an ``IndexFlatIP`` is a fixed header and a float32 array, read here with numpy.
+the file: an ``IndexFlatIP`` is a fixed header and a float32 array, read here with numpy, a block
+at a time, each block checked before the next is read.
 """
 
 from __future__ import annotations
 
+import io
 import os
 import stat
 import struct
@@ -24,6 +26,7 @@ from mcpower.errors import DatasetUnavailableError, IndexMismatchError, InvalidM
 from mcpower.layout import Stamp, resolve_inside, resolve_within, stamp_of
 from mcpower.manifest import ID_PATTERN, MAX_ID_CHARS, read_json, relative_inside
 from mcpower.results import replace_surrogates
+from mcpower.store.faiss_file import FLAT_IP, HEADER, MAX_DIMENSION, METRIC_INNER_PRODUCT
 
 if TYPE_CHECKING:
     import numpy as np
@@ -35,17 +38,27 @@ REQUIRED_KEYS = ORIGINAL_KEYS - {"defaultTopK"}
 # The model the original bridge embeds queries with when the metadata names none (python/bridge.py).
 ORIGINAL_DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 # The metadata file is parsed whole (the original format has nothing else); this bounds the memory
-# that takes (~1.5x the file). The original indexer writes ~3.5 KB a chunk: ~70,000 chunks.
+# that takes (~1.5x the file for the original indexer's records, ~3.5 KB a chunk: ~70,000 chunks;
+# for a file of tiny values, MAX_METADATA_VALUES does).
 MAX_METADATA_BYTES = 256 * 1024 * 1024
+# A parsed JSON value costs ~60-90 bytes however short its text (`[],` is 3 bytes and a 64-byte
+# list): a file of tiny values would take ~22x its size, 5.6 GB at the byte limit. Values are
+# counted before parsing (by the , : [ { that precede them, those in text included: fastapi-seed
+# has one per 46 bytes, 5.6M at the byte limit), and more than this many are refused: ~1.4 GB.
+MAX_METADATA_VALUES = 16_000_000
+# The vectors are held in memory whole (the format has nothing else to serve them from). At the
+# metadata limit the original indexer's ~70,000 chunks take ~100 MB (384 dimensions); ten times
+# that is allowed, and a file that promises more is refused before anything is read or parsed.
+MAX_VECTOR_BYTES = 1024 * 1024 * 1024
+# The vectors are read and checked this many bytes at a time: a file of bad vectors is refused
+# after its first bad block, not after all of it was held.
+VECTOR_BLOCK_BYTES = 4 * 1024 * 1024
 # Seed 000 caps result paths at 512 characters; longer ones are refused, not cut (they are ids here).
 MAX_PATH_CHARS = 512
 MAX_TITLE_CHARS = 256
-# The FAISS file of an IndexFlatIP: fourcc, d (int32), ntotal (int64), two int64 fields FAISS no
-# longer uses, is_trained (1 byte), metric type (int32), the number of floats that follow (uint64).
-FLAT_IP_FOURCC = b"IxFI"
-_HEADER = struct.Struct("<4siqqq?iQ")
-METRIC_INNER_PRODUCT = 0
-MAX_DIMENSION = 65536
+# The FAISS file of an IndexFlatIP: fourcc, the index header (d int32, ntotal int64, two int64
+# fields FAISS no longer uses, is_trained byte, metric int32), the number of floats that follow (uint64).
+_HEADER = struct.Struct("<4s" + HEADER.format.lstrip("<") + "Q")
 # How far from 1 a stored vector's length may be (float32 rounding of normalised rows is ~1e-7).
 UNIT_TOLERANCE = 1e-3
 
@@ -81,7 +94,7 @@ class OriginalManifest(BaseModel):
             ) from None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: a dataset may hold hundreds of thousands
 class Record:
     """One chunk record of the metadata file, as mcpower uses it."""
 
@@ -150,7 +163,7 @@ def read_dataset(folder: Path, data: dict[str, Any]) -> OriginalDataset:
     d, ntotal = read_header(index_path, f"{name}: {index_file}")
     meta = f"{name}: {manifest.metadata}"
     try:
-        raw = read_json(meta_path, MAX_METADATA_BYTES, "metadata files")
+        raw = read_json(meta_path, MAX_METADATA_BYTES, "metadata files", MAX_METADATA_VALUES)
     except ValueError as e:
         raise IndexMismatchError(f"{meta}: {e}") from e
     stats: Any = {}
@@ -166,7 +179,10 @@ def read_dataset(folder: Path, data: dict[str, Any]) -> OriginalDataset:
             raise IndexMismatchError(f"{meta}: 'stats' must be an object")
     else:
         raise IndexMismatchError(f"{meta}: must be a list of chunk records or an object with a 'documents' list")
-    records = [_record(r, n, meta) for n, r in enumerate(documents, 1)]
+    records: list[Record] = []
+    documents.reverse()
+    while documents:  # each parsed record is dropped as it is converted: the two are not held whole at once
+        records.append(_record(documents.pop(), len(records) + 1, meta))
     if not records:
         raise DatasetUnavailableError(f"{meta}: has no chunk records; there is nothing to search")
     if ntotal != len(records):
@@ -208,6 +224,9 @@ def read_header(path: Path, where: str) -> tuple[int, int]:
 def read_vectors(ds: OriginalDataset) -> NDArray[np.float32]:
     """The dataset's vectors, one row per record, checked finite and of unit length.
 
+    Read into one array a block at a time, each block checked before the next is read: no other
+    copy of them is made, and a file of bad vectors is refused after its first bad block.
+
     Raises:
         IndexMismatchError: the file changed since it was checked, or a vector is not a unit vector.
     """
@@ -219,27 +238,38 @@ def read_vectors(ds: OriginalDataset) -> NDArray[np.float32]:
         if (d, n) != (ds.dimension, len(ds.records)):
             raise IndexMismatchError(f"{where}: changed while it was being read; try again")
         f.seek(_HEADER.size)
-        try:
-            flat = np.fromfile(f, dtype="<f4", count=n * d)
-        except (OSError, ValueError) as e:
-            raise IndexMismatchError(f"{where}: cannot read its vectors ({e})") from e
-    if flat.size != n * d:
-        raise IndexMismatchError(f"{where}: changed while it was being read; try again")
-    vectors = flat.reshape(n, d).astype(np.float32)
-    finite = np.isfinite(vectors).all(axis=1)
+        vectors = np.empty((n, d), dtype="<f4")  # within MAX_VECTOR_BYTES: _header refused more
+        rows = max(1, VECTOR_BLOCK_BYTES // (4 * d))
+        for start in range(0, n, rows):
+            block = vectors[start : start + rows]
+            try:
+                got = f.readinto(block.data.cast("B"))
+            except OSError as e:
+                raise IndexMismatchError(f"{where}: cannot read its vectors ({e.strerror})") from e
+            if got != block.nbytes:
+                raise IndexMismatchError(f"{where}: changed while it was being read; try again")
+            _check_unit(block, start, where)
+    return vectors.astype(np.float32, copy=False)  # the same array where float32 is little-endian
+
+
+def _check_unit(block: NDArray[Any], start: int, where: str) -> None:
+    """Raises IndexMismatchError if a row of ``block`` (rows ``start``… of the file) is not a finite unit vector."""
+    import numpy as np
+
+    finite = np.isfinite(block).all(axis=1)
     if not finite.all():
-        raise IndexMismatchError(f"{where}: vector {int(np.argmin(finite))} holds NaN or infinity")
-    norms = np.linalg.norm(vectors, axis=1)
+        raise IndexMismatchError(f"{where}: vector {start + int(np.argmin(finite))} holds NaN or infinity")
+    norms = np.sqrt(np.einsum("ij,ij->i", block, block, dtype=np.float64))
     off = np.flatnonzero(np.abs(norms - 1.0) > UNIT_TOLERANCE)
     if off.size:
         raise IndexMismatchError(
-            f"{where}: vector {int(off[0])} has length {float(norms[off[0]]):.4g}, not 1 ({off.size} such); "
+            f"{where}: vector {start + int(off[0])} has length {float(norms[off[0]]):.4g}, not 1 "
+            f"({off.size} such among vectors {start}-{start + len(block) - 1}); "
             "the original format stores L2-normalised vectors, and inner products of others are not cosines"
         )
-    return vectors
 
 
-def _open_regular(path: Path, where: str) -> BinaryIO:
+def _open_regular(path: Path, where: str) -> io.BufferedReader:
     """``path`` (symlinks resolved) opened for reading, following no symlink and without blocking:
     a symlink or FIFO swapped in since it was checked is refused, not followed or waited on."""
     try:
@@ -255,7 +285,7 @@ def _open_regular(path: Path, where: str) -> BinaryIO:
 def _header(f: BinaryIO, where: str) -> tuple[int, int]:
     head = f.read(_HEADER.size)
     size = os.fstat(f.fileno()).st_size
-    if len(head) < _HEADER.size or head[:4] != FLAT_IP_FOURCC:
+    if len(head) < _HEADER.size or head[:4] != FLAT_IP:
         kind = f"a FAISS {head[:4].decode('ascii', 'replace')!r} index" if head[:2] == b"Ix" else "not a FAISS index"
         raise IndexMismatchError(
             f"{where}: {kind}; the original format stores an IndexFlatIP (file type 'IxFI'), the only kind served"
@@ -267,6 +297,12 @@ def _header(f: BinaryIO, where: str) -> tuple[int, int]:
         raise IndexMismatchError(
             f"{where}: {size} bytes, but its header promises {ntotal} vectors of {d} floats "
             f"({_HEADER.size + 4 * ntotal * d} bytes); the file is cut short or damaged"
+        )
+    if 4 * floats > MAX_VECTOR_BYTES:
+        raise IndexMismatchError(
+            f"{where}: {ntotal} vectors of {d} floats take {4 * floats / 2**20:,.0f} MiB, over the "
+            f"{MAX_VECTOR_BYTES // 2**20:,} MiB mcpower holds in memory for a dataset of the original format "
+            "(its metadata limit fits ~70,000 chunks of the original indexer, ~100 MiB of vectors)"
         )
     return d, ntotal
 

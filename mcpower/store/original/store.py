@@ -49,9 +49,12 @@ def original_build(ds: OriginalDataset, info: DatasetInfo, vectors: np.ndarray |
     Raises:
         IndexMismatchError: the vectors are not finite unit vectors, or the FAISS file changed.
     """
+    own = read_vectors(ds) if vectors is None else vectors  # read (and refused) before the rows are built
     rows = build_rows(ds.records, ds.updated_at)
-    own = read_vectors(ds) if vectors is None else vectors
-    return DatasetBuild(info, rows.documents, rows.chunks, np.ascontiguousarray(own[rows.record_of]))
+    order = np.asarray(rows.record_of, dtype=np.intp)
+    if np.array_equal(order, np.arange(len(order))):  # records already grouped by path: no copy
+        return DatasetBuild(info, rows.documents, rows.chunks, np.ascontiguousarray(own))
+    return DatasetBuild(info, rows.documents, rows.chunks, np.ascontiguousarray(own[order]))
 
 
 def in_memory(build: DatasetBuild, folder: Path) -> LocalStore:

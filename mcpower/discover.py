@@ -16,13 +16,10 @@ import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING
 
 from mcpower.chunking import CODE_TYPES, SUPPORTED_TYPES, size_limit
 from mcpower.defaults import DEFAULT_MAX_FILE_MB
-
-if TYPE_CHECKING:
-    import pathspec
+from mcpower.gitignore import IgnoreSpec
 
 DEFAULT_MAX_FILE_BYTES = int(DEFAULT_MAX_FILE_MB * 1024 * 1024)
 MAX_GITIGNORE_BYTES = 1024 * 1024  # a bigger .gitignore is not one
@@ -42,27 +39,23 @@ class _Rules:
     """Which paths under ``root`` the folder's rules leave out (relative, '/'-separated)."""
 
     def __init__(self, root: Path, include: Sequence[str], exclude: Sequence[str], code: bool = False) -> None:
-        import pathspec
-
         self.root = root
-        self.include = pathspec.GitIgnoreSpec.from_lines(include) if include else None
+        self.include = IgnoreSpec(include) if include else None
         # Source code is read with --code, or when an --include glob names its suffix ('*.py').
         self.code_types = (
             CODE_TYPES if code else frozenset(t for t in CODE_TYPES if any(g.endswith(t) for g in include))
         )
-        self.exclude = pathspec.GitIgnoreSpec.from_lines(exclude)
-        self._gitignores: dict[str, pathspec.GitIgnoreSpec | None] = {}
+        self.exclude = IgnoreSpec(exclude)
+        self._gitignores: dict[str, IgnoreSpec | None] = {}
 
-    def _gitignore(self, rel_dir: str) -> pathspec.GitIgnoreSpec | None:
+    def _gitignore(self, rel_dir: str) -> IgnoreSpec | None:
         """The .gitignore of the folder ``rel_dir`` ('' or 'a/b/'), read once."""
         if rel_dir not in self._gitignores:
-            import pathspec
-
             spec = None
             try:
                 with open(self.root / rel_dir / ".gitignore", "rb") as f:
                     text = f.read(MAX_GITIGNORE_BYTES).decode("utf-8", "replace")
-                spec = pathspec.GitIgnoreSpec.from_lines(text.splitlines())
+                spec = IgnoreSpec(text.splitlines())
             except OSError:
                 pass
             self._gitignores[rel_dir] = spec

@@ -6,7 +6,9 @@ at the target's own place (so a link cannot smuggle in a hidden file such as ``.
 under an excluded folder), and a target outside the folder is followed only with
 ``follow_symlinks``, and then only if no part of its path is hidden or excluded. Files are read
 through one descriptor opened without blocking and checked to be a regular file of the size
-allowed, so a FIFO or device swapped in after the walk cannot hang an ingest.
+allowed, so a FIFO or device swapped in after the walk cannot hang an ingest. A ``.gitignore`` is
+read the same way: a FIFO, device, folder or link of that name is reported and its rules not
+applied, never waited on.
 """
 
 from __future__ import annotations
@@ -24,6 +26,10 @@ from mcpower.gitignore import IgnoreSpec
 DEFAULT_MAX_FILE_BYTES = int(DEFAULT_MAX_FILE_MB * 1024 * 1024)
 MAX_GITIGNORE_BYTES = 1024 * 1024  # a bigger .gitignore is not one
 
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # a FIFO swapped in is opened, seen and skipped, not waited on
+_NOCTTY = getattr(os, "O_NOCTTY", 0)
+
 
 @dataclass(frozen=True)
 class SourceFile:
@@ -38,7 +44,14 @@ class SourceFile:
 class _Rules:
     """Which paths under ``root`` the folder's rules leave out (relative, '/'-separated)."""
 
-    def __init__(self, root: Path, include: Sequence[str], exclude: Sequence[str], code: bool = False) -> None:
+    def __init__(
+        self,
+        root: Path,
+        include: Sequence[str],
+        exclude: Sequence[str],
+        code: bool = False,
+        notes: list[tuple[str, str]] | None = None,
+    ) -> None:
         self.root = root
         self.include = IgnoreSpec(include) if include else None
         # Source code is read with --code, or when an --include glob names its suffix ('*.py').
@@ -46,19 +59,16 @@ class _Rules:
             CODE_TYPES if code else frozenset(t for t in CODE_TYPES if any(g.endswith(t) for g in include))
         )
         self.exclude = IgnoreSpec(exclude)
+        self.notes = notes if notes is not None else []  # .gitignore files not read, with why
         self._gitignores: dict[str, IgnoreSpec | None] = {}
 
     def _gitignore(self, rel_dir: str) -> IgnoreSpec | None:
         """The .gitignore of the folder ``rel_dir`` ('' or 'a/b/'), read once."""
         if rel_dir not in self._gitignores:
-            spec = None
-            try:
-                with open(self.root / rel_dir / ".gitignore", "rb") as f:
-                    text = f.read(MAX_GITIGNORE_BYTES).decode("utf-8", "replace")
-                spec = IgnoreSpec(text.splitlines())
-            except OSError:
-                pass
-            self._gitignores[rel_dir] = spec
+            text, problem = _read_small(self.root / rel_dir / ".gitignore", MAX_GITIGNORE_BYTES)
+            if problem is not None:
+                self.notes.append((rel_dir + ".gitignore", f"{problem}, its rules are not applied"))
+            self._gitignores[rel_dir] = IgnoreSpec(text.splitlines()) if text else None
         return self._gitignores[rel_dir]
 
     def gitignored(self, rel: str, is_dir: bool) -> bool:
@@ -125,10 +135,10 @@ def discover(
     pointed at them).
     """
     root = root.resolve()
-    rules = _Rules(root, include, exclude, code)
+    skipped: list[tuple[str, str]] = []
+    rules = _Rules(root, include, exclude, code, notes=skipped)
     skip = {p.resolve() for p in skip_dirs}
     files: list[SourceFile] = []
-    skipped: list[tuple[str, str]] = []
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         here = Path(dirpath)
         rel_dir = here.relative_to(root).as_posix()
@@ -187,6 +197,44 @@ def _link_reason(root: Path, target: Path, rules: _Rules, follow_symlinks: bool)
     return None
 
 
+def _read_small(path: Path, limit: int) -> tuple[str | None, str | None]:
+    """The text of a small file discovery reads for itself (a ``.gitignore``), at most ``limit``
+    bytes, or why it was not read (None for both: there is none). Only a regular file is read: it
+    is opened without blocking and without following a link, and checked again through the
+    descriptor, so a FIFO or a device of that name is never waited on."""
+    try:
+        st = os.stat(path, follow_symlinks=False)
+        if stat.S_ISLNK(st.st_mode):
+            return None, "a symlink: not followed"
+        if not stat.S_ISREG(st.st_mode):
+            return None, "not a regular file: not read"
+        fd = os.open(path, os.O_RDONLY | _NOFOLLOW | _NONBLOCK | _NOCTTY)
+    except FileNotFoundError:
+        return None, None
+    except OSError as e:
+        return None, f"cannot read ({e.strerror}): not read"
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None, "not a regular file: not read"
+        data = _read_fd(fd, limit)
+    except OSError as e:
+        return None, f"cannot read ({e.strerror}): not read"
+    finally:
+        os.close(fd)
+    return data[:limit].decode("utf-8", "replace"), None
+
+
+def _read_fd(fd: int, limit: int) -> bytes:
+    """At most ``limit`` + 1 bytes from ``fd`` (one more than allowed says it is too big)."""
+    chunks = []
+    remaining = limit + 1
+    while remaining > 0 and (block := os.read(fd, min(remaining, 1 << 20))):
+        chunks.append(block)
+        remaining -= len(block)
+    return b"".join(chunks)
+
+
 def read_document(source: SourceFile, max_file_bytes: int) -> tuple[bytes, os.stat_result]:
     """The bytes of a discovered file, read through one descriptor that is checked to be a regular
     file within the size limit (it may have changed since it was discovered), and its status just
@@ -195,19 +243,14 @@ def read_document(source: SourceFile, max_file_bytes: int) -> tuple[bytes, os.st
     Raises:
         OSError: it cannot be read, or is no longer a regular file of an allowed size.
     """
-    fd = os.open(source.path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    fd = os.open(source.path, os.O_RDONLY | _NONBLOCK)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise OSError(0, "no longer a regular file")
         if st.st_size > max_file_bytes:
             raise OSError(0, f"grew to {st.st_size / 1e6:.1f} MB, over the {max_file_bytes / 1e6:g} MB limit")
-        chunks = []
-        remaining = max_file_bytes + 1
-        while remaining > 0 and (block := os.read(fd, min(remaining, 1 << 20))):
-            chunks.append(block)
-            remaining -= len(block)
-        data = b"".join(chunks)
+        data = _read_fd(fd, max_file_bytes)
         if len(data) > max_file_bytes:
             raise OSError(0, f"grew over the {max_file_bytes / 1e6:g} MB limit")
         return data, st

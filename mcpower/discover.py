@@ -4,15 +4,21 @@ include/exclude globs, symlink and size rules; what is skipped is reported with 
 A symlinked file is judged by what it points at: its target must pass the same rules as a file
 at the target's own place (so a link cannot smuggle in a hidden file such as ``.env``, or one
 under an excluded folder), and a target outside the folder is followed only with
-``follow_symlinks``, and then only if no part of its path is hidden or excluded. Files are read
-through one descriptor opened without blocking and checked to be a regular file of the size
-allowed, so a FIFO or device swapped in after the walk cannot hang an ingest. A ``.gitignore`` is
-read the same way: a FIFO, device, folder or link of that name is reported and its rules not
-applied, never waited on.
+``follow_symlinks``, and then only if no part of its path is hidden or excluded.
+
+What is read is what was checked: discovery records each file's identity (device, inode; a
+link's target's), and `read_document` walks from the folder one name at a time without following
+links (a folder swapped for a link to elsewhere is refused), opens the file without blocking and
+without following a link (unless discovery accepted that link), and compares what it opened with
+that identity; a mismatch is a skip with its reason. The same descriptor is checked to be a
+regular file of the size allowed, so a FIFO or device swapped in after the walk cannot hang an
+ingest. A ``.gitignore`` is read the same way: a FIFO, device, folder or link of that name is
+reported and its rules not applied, never waited on.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from collections.abc import Sequence
@@ -29,6 +35,8 @@ MAX_GITIGNORE_BYTES = 1024 * 1024  # a bigger .gitignore is not one
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # a FIFO swapped in is opened, seen and skipped, not waited on
 _NOCTTY = getattr(os, "O_NOCTTY", 0)
+_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+_LINK_ERRORS = {errno.ELOOP, errno.EMLINK}  # what O_NOFOLLOW says of a link (EMLINK: FreeBSD)
 
 
 @dataclass(frozen=True)
@@ -39,6 +47,9 @@ class SourceFile:
     path: Path
     size: int
     mtime: float
+    root: Path  # the folder (resolved): `path` is root / rel
+    identity: tuple[int, int]  # (st_dev, st_ino) of what discovery checked: the file, or a link's target
+    linked: bool = False  # a symlink discovery accepted: read through it, its target must be that file
 
 
 class _Rules:
@@ -164,7 +175,8 @@ def _examine(
     """The file, or why it is skipped."""
     try:
         st = os.stat(path, follow_symlinks=False)
-        if stat.S_ISLNK(st.st_mode):
+        linked = stat.S_ISLNK(st.st_mode)
+        if linked:
             target = path.resolve(strict=True)
             reason = _link_reason(root, target, rules, follow_symlinks)
             if reason:
@@ -179,7 +191,7 @@ def _examine(
     if st.st_size > limit:
         kind = f" for {suffix} files" if limit != max_file_bytes else ""
         return f"{st.st_size / 1e6:.1f} MB, over the {limit / 1e6:g} MB limit{kind} (--max-file-mb)"
-    return SourceFile(rel, path, st.st_size, st.st_mtime)
+    return SourceFile(rel, path, st.st_size, st.st_mtime, root, (st.st_dev, st.st_ino), linked)
 
 
 def _link_reason(root: Path, target: Path, rules: _Rules, follow_symlinks: bool) -> str | None:
@@ -235,19 +247,94 @@ def _read_fd(fd: int, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def read_document(source: SourceFile, max_file_bytes: int) -> tuple[bytes, os.stat_result]:
-    """The bytes of a discovered file, read through one descriptor that is checked to be a regular
-    file within the size limit (it may have changed since it was discovered), and its status just
-    before they were read (so a size and time recorded with them are never newer than the bytes).
+_RELINKED = "replaced by a symlink since it was found"
+_REPLACED = "replaced since it was found (not the file checked)"
+
+
+def _open_discovered(source: SourceFile) -> int:
+    """A descriptor of the very file discovery checked, reached from its folder one name at a time
+    without following a link (but the file's own link, when discovery accepted it).
 
     Raises:
-        OSError: it cannot be read, or is no longer a regular file of an allowed size.
+        OSError: it cannot be opened, is no longer a regular file, or is not the file checked.
     """
-    fd = os.open(source.path, os.O_RDONLY | _NONBLOCK)
+    parts = source.rel.split("/")
+    if {os.open, os.stat} <= os.supports_dir_fd and _NOFOLLOW:
+        folder = _walk(source.root, parts[:-1])
+        try:
+            _check(os.stat(parts[-1], dir_fd=folder, follow_symlinks=source.linked), source)  # before opening it
+            fd = _open_file(parts[-1], source, folder)
+        finally:
+            os.close(folder)
+    else:  # no opening relative to a folder here (Windows): the identity check below remains
+        fd = _open_file(str(source.path), source, None)
+    try:
+        _check(os.fstat(fd), source)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _walk(root: Path, names: Sequence[str]) -> int:
+    """A descriptor of the folder root/names..., no name of which may be a link."""
+    folder = os.open(root, os.O_RDONLY | _DIRECTORY)
+    try:
+        for name in names:
+            try:
+                inner = os.open(name, os.O_RDONLY | _DIRECTORY | _NOFOLLOW, dir_fd=folder)
+            except OSError as e:
+                if e.errno not in _LINK_ERRORS and e.errno != errno.ENOTDIR:
+                    raise
+                if e.errno == errno.ENOTDIR and not _is_link(name, folder):  # Linux says ENOTDIR of a link too
+                    raise OSError(e.errno, "a folder on its path is no longer a folder") from e
+                raise OSError(e.errno, "a folder on its path was replaced by a symlink since it was found") from e
+            os.close(folder)
+            folder = inner
+    except BaseException:
+        os.close(folder)
+        raise
+    return folder
+
+
+def _is_link(name: str, folder: int) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
+def _open_file(name: str, source: SourceFile, folder: int | None) -> int:
+    try:
+        return os.open(name, os.O_RDONLY | _NONBLOCK | _NOCTTY | (0 if source.linked else _NOFOLLOW), dir_fd=folder)
+    except OSError as e:
+        if e.errno in _LINK_ERRORS and not source.linked:
+            raise OSError(e.errno, _RELINKED) from e
+        raise
+
+
+def _check(st: os.stat_result, source: SourceFile) -> None:
+    if stat.S_ISLNK(st.st_mode):
+        raise OSError(errno.ELOOP, _RELINKED)
+    if not stat.S_ISREG(st.st_mode):
+        raise OSError(0, "no longer a regular file")
+    if (st.st_dev, st.st_ino) != source.identity:
+        raise OSError(0, _REPLACED)
+
+
+def read_document(source: SourceFile, max_file_bytes: int) -> tuple[bytes, os.stat_result]:
+    """The bytes of a discovered file, read through one descriptor of the very file discovery
+    checked (`_open_discovered`), a regular file within the size limit (it may have changed since
+    it was discovered), and its status just before they were read (so a size and time recorded
+    with them are never newer than the bytes).
+
+    Raises:
+        OSError: it cannot be read, is no longer a regular file of an allowed size, or is no longer
+            the file discovery checked (it, or a folder on its path, was replaced).
+    """
+    fd = _open_discovered(source)
     try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise OSError(0, "no longer a regular file")
         if st.st_size > max_file_bytes:
             raise OSError(0, f"grew to {st.st_size / 1e6:.1f} MB, over the {max_file_bytes / 1e6:g} MB limit")
         data = _read_fd(fd, max_file_bytes)

@@ -4,28 +4,39 @@ include/exclude globs, symlink and size rules; what is skipped is reported with 
 A symlinked file is judged by what it points at: its target must pass the same rules as a file
 at the target's own place (so a link cannot smuggle in a hidden file such as ``.env``, or one
 under an excluded folder), and a target outside the folder is followed only with
-``follow_symlinks``, and then only if no part of its path is hidden or excluded. Files are read
-through one descriptor opened without blocking and checked to be a regular file of the size
-allowed, so a FIFO or device swapped in after the walk cannot hang an ingest.
+``follow_symlinks``, and then only if no part of its path is hidden or excluded.
+
+What is read is what was checked: discovery records each file's identity (device, inode; a
+link's target's), and `read_document` walks from the folder one name at a time without following
+links (a folder swapped for a link to elsewhere is refused), opens the file without blocking and
+without following a link (unless discovery accepted that link), and compares what it opened with
+that identity; a mismatch is a skip with its reason. The same descriptor is checked to be a
+regular file of the size allowed, so a FIFO or device swapped in after the walk cannot hang an
+ingest. A ``.gitignore`` is read the same way: a FIFO, device, folder or link of that name is
+reported and its rules not applied, never waited on.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING
 
 from mcpower.chunking import CODE_TYPES, SUPPORTED_TYPES, size_limit
 from mcpower.defaults import DEFAULT_MAX_FILE_MB
-
-if TYPE_CHECKING:
-    import pathspec
+from mcpower.gitignore import IgnoreSpec
 
 DEFAULT_MAX_FILE_BYTES = int(DEFAULT_MAX_FILE_MB * 1024 * 1024)
 MAX_GITIGNORE_BYTES = 1024 * 1024  # a bigger .gitignore is not one
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # a FIFO swapped in is opened, seen and skipped, not waited on
+_NOCTTY = getattr(os, "O_NOCTTY", 0)
+_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+_LINK_ERRORS = {errno.ELOOP, errno.EMLINK}  # what O_NOFOLLOW says of a link (EMLINK: FreeBSD)
 
 
 @dataclass(frozen=True)
@@ -36,36 +47,39 @@ class SourceFile:
     path: Path
     size: int
     mtime: float
+    root: Path  # the folder (resolved): `path` is root / rel
+    identity: tuple[int, int]  # (st_dev, st_ino) of what discovery checked: the file, or a link's target
+    linked: bool = False  # a symlink discovery accepted: read through it, its target must be that file
 
 
 class _Rules:
     """Which paths under ``root`` the folder's rules leave out (relative, '/'-separated)."""
 
-    def __init__(self, root: Path, include: Sequence[str], exclude: Sequence[str], code: bool = False) -> None:
-        import pathspec
-
+    def __init__(
+        self,
+        root: Path,
+        include: Sequence[str],
+        exclude: Sequence[str],
+        code: bool = False,
+        notes: list[tuple[str, str]] | None = None,
+    ) -> None:
         self.root = root
-        self.include = pathspec.GitIgnoreSpec.from_lines(include) if include else None
+        self.include = IgnoreSpec(include) if include else None
         # Source code is read with --code, or when an --include glob names its suffix ('*.py').
         self.code_types = (
             CODE_TYPES if code else frozenset(t for t in CODE_TYPES if any(g.endswith(t) for g in include))
         )
-        self.exclude = pathspec.GitIgnoreSpec.from_lines(exclude)
-        self._gitignores: dict[str, pathspec.GitIgnoreSpec | None] = {}
+        self.exclude = IgnoreSpec(exclude)
+        self.notes = notes if notes is not None else []  # .gitignore files not read, with why
+        self._gitignores: dict[str, IgnoreSpec | None] = {}
 
-    def _gitignore(self, rel_dir: str) -> pathspec.GitIgnoreSpec | None:
+    def _gitignore(self, rel_dir: str) -> IgnoreSpec | None:
         """The .gitignore of the folder ``rel_dir`` ('' or 'a/b/'), read once."""
         if rel_dir not in self._gitignores:
-            import pathspec
-
-            spec = None
-            try:
-                with open(self.root / rel_dir / ".gitignore", "rb") as f:
-                    text = f.read(MAX_GITIGNORE_BYTES).decode("utf-8", "replace")
-                spec = pathspec.GitIgnoreSpec.from_lines(text.splitlines())
-            except OSError:
-                pass
-            self._gitignores[rel_dir] = spec
+            text, problem = _read_small(self.root / rel_dir / ".gitignore", MAX_GITIGNORE_BYTES)
+            if problem is not None:
+                self.notes.append((rel_dir + ".gitignore", f"{problem}, its rules are not applied"))
+            self._gitignores[rel_dir] = IgnoreSpec(text.splitlines()) if text else None
         return self._gitignores[rel_dir]
 
     def gitignored(self, rel: str, is_dir: bool) -> bool:
@@ -132,10 +146,10 @@ def discover(
     pointed at them).
     """
     root = root.resolve()
-    rules = _Rules(root, include, exclude, code)
+    skipped: list[tuple[str, str]] = []
+    rules = _Rules(root, include, exclude, code, notes=skipped)
     skip = {p.resolve() for p in skip_dirs}
     files: list[SourceFile] = []
-    skipped: list[tuple[str, str]] = []
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         here = Path(dirpath)
         rel_dir = here.relative_to(root).as_posix()
@@ -161,7 +175,8 @@ def _examine(
     """The file, or why it is skipped."""
     try:
         st = os.stat(path, follow_symlinks=False)
-        if stat.S_ISLNK(st.st_mode):
+        linked = stat.S_ISLNK(st.st_mode)
+        if linked:
             target = path.resolve(strict=True)
             reason = _link_reason(root, target, rules, follow_symlinks)
             if reason:
@@ -176,7 +191,7 @@ def _examine(
     if st.st_size > limit:
         kind = f" for {suffix} files" if limit != max_file_bytes else ""
         return f"{st.st_size / 1e6:.1f} MB, over the {limit / 1e6:g} MB limit{kind} (--max-file-mb)"
-    return SourceFile(rel, path, st.st_size, st.st_mtime)
+    return SourceFile(rel, path, st.st_size, st.st_mtime, root, (st.st_dev, st.st_ino), linked)
 
 
 def _link_reason(root: Path, target: Path, rules: _Rules, follow_symlinks: bool) -> str | None:
@@ -194,27 +209,135 @@ def _link_reason(root: Path, target: Path, rules: _Rules, follow_symlinks: bool)
     return None
 
 
-def read_document(source: SourceFile, max_file_bytes: int) -> tuple[bytes, os.stat_result]:
-    """The bytes of a discovered file, read through one descriptor that is checked to be a regular
-    file within the size limit (it may have changed since it was discovered), and its status just
-    before they were read (so a size and time recorded with them are never newer than the bytes).
-
-    Raises:
-        OSError: it cannot be read, or is no longer a regular file of an allowed size.
-    """
-    fd = os.open(source.path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+def _read_small(path: Path, limit: int) -> tuple[str | None, str | None]:
+    """The text of a small file discovery reads for itself (a ``.gitignore``), at most ``limit``
+    bytes, or why it was not read (None for both: there is none). Only a regular file is read: it
+    is opened without blocking and without following a link, and checked again through the
+    descriptor, so a FIFO or a device of that name is never waited on."""
+    try:
+        st = os.stat(path, follow_symlinks=False)
+        if stat.S_ISLNK(st.st_mode):
+            return None, "a symlink: not followed"
+        if not stat.S_ISREG(st.st_mode):
+            return None, "not a regular file: not read"
+        fd = os.open(path, os.O_RDONLY | _NOFOLLOW | _NONBLOCK | _NOCTTY)
+    except FileNotFoundError:
+        return None, None
+    except OSError as e:
+        return None, f"cannot read ({e.strerror}): not read"
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise OSError(0, "no longer a regular file")
+            return None, "not a regular file: not read"
+        data = _read_fd(fd, limit)
+    except OSError as e:
+        return None, f"cannot read ({e.strerror}): not read"
+    finally:
+        os.close(fd)
+    return data[:limit].decode("utf-8", "replace"), None
+
+
+def _read_fd(fd: int, limit: int) -> bytes:
+    """At most ``limit`` + 1 bytes from ``fd`` (one more than allowed says it is too big)."""
+    chunks = []
+    remaining = limit + 1
+    while remaining > 0 and (block := os.read(fd, min(remaining, 1 << 20))):
+        chunks.append(block)
+        remaining -= len(block)
+    return b"".join(chunks)
+
+
+_RELINKED = "replaced by a symlink since it was found"
+_REPLACED = "replaced since it was found (not the file checked)"
+
+
+def _open_discovered(source: SourceFile) -> int:
+    """A descriptor of the very file discovery checked, reached from its folder one name at a time
+    without following a link (but the file's own link, when discovery accepted it).
+
+    Raises:
+        OSError: it cannot be opened, is no longer a regular file, or is not the file checked.
+    """
+    parts = source.rel.split("/")
+    if {os.open, os.stat} <= os.supports_dir_fd and _NOFOLLOW:
+        folder = _walk(source.root, parts[:-1])
+        try:
+            _check(os.stat(parts[-1], dir_fd=folder, follow_symlinks=source.linked), source)  # before opening it
+            fd = _open_file(parts[-1], source, folder)
+        finally:
+            os.close(folder)
+    else:  # no opening relative to a folder here (Windows): the identity check below remains
+        fd = _open_file(str(source.path), source, None)
+    try:
+        _check(os.fstat(fd), source)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _walk(root: Path, names: Sequence[str]) -> int:
+    """A descriptor of the folder root/names..., no name of which may be a link."""
+    folder = os.open(root, os.O_RDONLY | _DIRECTORY)
+    try:
+        for name in names:
+            try:
+                inner = os.open(name, os.O_RDONLY | _DIRECTORY | _NOFOLLOW, dir_fd=folder)
+            except OSError as e:
+                if e.errno not in _LINK_ERRORS and e.errno != errno.ENOTDIR:
+                    raise
+                if e.errno == errno.ENOTDIR and not _is_link(name, folder):  # Linux says ENOTDIR of a link too
+                    raise OSError(e.errno, "a folder on its path is no longer a folder") from e
+                raise OSError(e.errno, "a folder on its path was replaced by a symlink since it was found") from e
+            os.close(folder)
+            folder = inner
+    except BaseException:
+        os.close(folder)
+        raise
+    return folder
+
+
+def _is_link(name: str, folder: int) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
+def _open_file(name: str, source: SourceFile, folder: int | None) -> int:
+    try:
+        return os.open(name, os.O_RDONLY | _NONBLOCK | _NOCTTY | (0 if source.linked else _NOFOLLOW), dir_fd=folder)
+    except OSError as e:
+        if e.errno in _LINK_ERRORS and not source.linked:
+            raise OSError(e.errno, _RELINKED) from e
+        raise
+
+
+def _check(st: os.stat_result, source: SourceFile) -> None:
+    if stat.S_ISLNK(st.st_mode):
+        raise OSError(errno.ELOOP, _RELINKED)
+    if not stat.S_ISREG(st.st_mode):
+        raise OSError(0, "no longer a regular file")
+    if (st.st_dev, st.st_ino) != source.identity:
+        raise OSError(0, _REPLACED)
+
+
+def read_document(source: SourceFile, max_file_bytes: int) -> tuple[bytes, os.stat_result]:
+    """The bytes of a discovered file, read through one descriptor of the very file discovery
+    checked (`_open_discovered`), a regular file within the size limit (it may have changed since
+    it was discovered), and its status just before they were read (so a size and time recorded
+    with them are never newer than the bytes).
+
+    Raises:
+        OSError: it cannot be read, is no longer a regular file of an allowed size, or is no longer
+            the file discovery checked (it, or a folder on its path, was replaced).
+    """
+    fd = _open_discovered(source)
+    try:
+        st = os.fstat(fd)
         if st.st_size > max_file_bytes:
             raise OSError(0, f"grew to {st.st_size / 1e6:.1f} MB, over the {max_file_bytes / 1e6:g} MB limit")
-        chunks = []
-        remaining = max_file_bytes + 1
-        while remaining > 0 and (block := os.read(fd, min(remaining, 1 << 20))):
-            chunks.append(block)
-            remaining -= len(block)
-        data = b"".join(chunks)
+        data = _read_fd(fd, max_file_bytes)
         if len(data) > max_file_bytes:
             raise OSError(0, f"grew over the {max_file_bytes / 1e6:g} MB limit")
         return data, st

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from mcpower import __version__, embedding
+from mcpower import __version__, embedding, gitignore
 from mcpower.assembly import ProgressCallback, assemble, skip_summary
 from mcpower.chunking import CHUNKER, SUPPORTED_TYPES
 from mcpower.defaults import DEFAULT_BACKEND, DEFAULT_CHUNK_TOKENS, DEFAULT_MODEL, DEFAULT_OVERLAP, DEFAULT_TOP_K
@@ -170,6 +170,10 @@ def ingest(
             f"--chunk-tokens must be {MIN_CHUNK_TOKENS}-{MAX_CHUNK_TOKENS} and --overlap 0-{MAX_OVERLAP} "
             f"and smaller than it (got {chunk_tokens}, {overlap})"
         )
+    for flag, globs in (("--include", opts.include), ("--exclude", opts.exclude)):
+        for glob in globs:
+            if why := gitignore.problem(glob):  # git would drop it without a word; the user typed it
+                raise IngestError(f"{flag} {glob[:80]!r}: {why}")
     skip_dirs = [target] if isinstance(target, Path) else []  # never ingest the datasets themselves
     files, skipped = discover(
         src, opts.include, opts.exclude, opts.follow_symlinks, opts.max_file_bytes, skip_dirs, code=opts.code

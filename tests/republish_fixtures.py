@@ -80,7 +80,7 @@ import json, os, select, signal, sys, time
 sys.path[:0] = {paths!r}
 from conftest import FakeEmbedder
 
-import faiss, numpy, pathspec, sqlite3, tqdm  # everything the child would import lazily
+import faiss, numpy, sqlite3, tqdm  # everything the child would import lazily
 import mcpower.cli, mcpower.cli.app, mcpower.ingestion, mcpower.layout, mcpower.store.local.build, mcpower.store.local.catalog
 from mcpower import embedding
 

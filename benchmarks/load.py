@@ -213,7 +213,11 @@ def _run(
     def ingest(version: str) -> bool:
         command = [*mcpower, "ingest", str(sources[version]), "--id", DATASET, "--name", "Load test"]
         done = subprocess.run(
-            [*command, "--datasets-dir", str(datasets), "--quiet", "--wait"], capture_output=True, env=env, check=False
+            # v1 and v2 are two folders: --replace rebuilds the one dataset from each in turn
+            [*command, "--datasets-dir", str(datasets), "--quiet", "--wait", "--replace"],
+            capture_output=True,
+            env=env,
+            check=False,
         )
         if done.returncode != 0:
             _say(log, f"ingest of {version} failed: {done.stderr.decode(errors='replace')[-500:]}")

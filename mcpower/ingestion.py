@@ -14,8 +14,7 @@ import hashlib
 import logging
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -189,7 +188,11 @@ def ingest(
     model_seconds = time.perf_counter() - t0
     chunk_tokens, overlap = fit_window(chunk_tokens, overlap, emb.max_tokens)
     report = IngestReport(ds_id, catalog.location(ds_id), skipped=list(skipped), model_seconds=model_seconds)
-    with _locked(catalog, ds_id, opts.wait, report, progress):
+    if opts.wait and progress is not None and _held_by_another(catalog, ds_id):
+        progress("waiting", 0, 0)  # said before blocking; a plain `with`, so no lock outlives a Ctrl-C
+    t0 = time.perf_counter()
+    with catalog.lock(ds_id, opts.wait):
+        report.wait_seconds = time.perf_counter() - t0
         previous = catalog.current(ds_id)
         try:
             if previous is not None and not opts.replace:
@@ -267,23 +270,13 @@ def fit_window(chunk_tokens: int, overlap: int, max_tokens: int) -> tuple[int, i
     return window, scaled
 
 
-@contextmanager
-def _locked(
-    catalog: Catalog, ds_id: str, wait: bool, report: IngestReport, progress: ProgressCallback | None
-) -> Iterator[None]:
-    """Hold the dataset's write lock; with ``wait``, say so (progress "waiting") before blocking."""
-    with ExitStack() as stack:
-        t0 = time.perf_counter()
-        try:
-            stack.enter_context(catalog.lock(ds_id, False))
-        except DatasetLockedError:
-            if not wait:
-                raise
-            if progress:
-                progress("waiting", 0, 0)
-            stack.enter_context(catalog.lock(ds_id, True))
-        report.wait_seconds = time.perf_counter() - t0
-        yield
+def _held_by_another(catalog: Catalog, ds_id: str) -> bool:
+    """Whether another ingest holds the dataset's lock right now (taken and let go at once)."""
+    try:
+        with catalog.lock(ds_id, False):
+            return False
+    except DatasetLockedError:
+        return True
 
 
 def _check_same_source(ds_id: str, prev: DatasetInfo, src: Path) -> None:

@@ -216,13 +216,30 @@ def prune_versions(folder: Path, keep: set[str]) -> None:
 
 
 def clean_leftovers(folder: Path) -> None:
-    """Staging folders and temporary manifests of writers that died (the caller holds the lock)."""
+    """Staging folders, temporary manifests and never-published versions of writers that died (the
+    caller holds the lock).
+
+    A version folder newer than the current one that the manifest does not name was renamed into
+    place by a writer killed before its commit point: nothing reads it, and an ingest that finds
+    nothing to publish must not leave it lying there.
+    """
+    in_use = _versions_in_use(folder)
+    current = max(in_use, default=None)
     for child in folder.iterdir():
         if child.name.startswith(STAGING_PREFIX):
             logger.info("removing leftover staging folder %s", child.name)
             shutil.rmtree(child, ignore_errors=True)
         elif child.name.startswith(f".{MANIFEST_NAME}.") and child.name.endswith(".tmp"):
             child.unlink(missing_ok=True)
+        elif (
+            current is not None
+            and child.name.startswith(VERSION_PREFIX)
+            and child.name not in in_use
+            and child.name > current  # named by time: later than the current one, never published
+            and child.is_dir()
+        ):
+            logger.info("removing unpublished version %s", child.name)
+            shutil.rmtree(child, ignore_errors=True)
 
 
 def leftover_staging(folder: Path) -> list[str]:

@@ -104,8 +104,12 @@ def datasets(template: Path, tmp_path: Path) -> Path:
 
 
 def ingest_handbook(root: Path) -> None:
-    options = IngestOptions(
-        dataset_id="handbook", name="Handbook", description="The widget toolkit manual", **HANDBOOK_CHUNKING
+    options = IngestOptions(  # replace: tests re-ingest it from a copy of the template's source folder
+        dataset_id="handbook",
+        name="Handbook",
+        description="The widget toolkit manual",
+        replace=True,
+        **HANDBOOK_CHUNKING,
     )
     ingest(root / "src" / "handbook", root / "datasets", options, embedder=FakeEmbedder())
 

@@ -320,10 +320,9 @@ def test_ctrl_c_anywhere_in_a_publish_leaves_the_dataset_whole(corpus: Path, dat
         assert current in versions and len(versions) <= 2, f"Ctrl-C at event {n}: {versions}"
         assert not [p.name for p in folder.iterdir() if p.name.startswith((STAGING_PREFIX, ".manifest.json."))]
 
+    again = IngestOptions(dataset_id="docs", skip_unchanged=False)  # publish even though nothing changed
     points = interrupt_everywhere(
-        lambda n: ingest(corpus, datasets_dir, IngestOptions(dataset_id="docs"), embedder=FakeEmbedder()),
-        check,
-        within=mcpower.layout.__file__,
+        lambda n: ingest(corpus, datasets_dir, again, embedder=FakeEmbedder()), check, within=mcpower.layout.__file__
     )
 
     assert points > 20

@@ -142,7 +142,7 @@ def test_the_source_folder_deleted_during_a_reingest_keeps_every_document(
     dataset; the folder is reported missing and the previous version keeps serving."""
     watcher, registry, clock, events = setup
     root = source.resolve()
-    real = mcpower.ingestion.read_document
+    real = mcpower.assembly.read_document
 
     def read_then_delete(f: Any, max_bytes: int) -> Any:
         out = real(f, max_bytes)
@@ -150,7 +150,7 @@ def test_the_source_folder_deleted_during_a_reingest_keeps_every_document(
             shutil.rmtree(root)  # after the first file: the others cannot be read any more
         return out
 
-    monkeypatch.setattr(mcpower.ingestion, "read_document", read_then_delete)
+    monkeypatch.setattr(mcpower.assembly, "read_document", read_then_delete)
     edit(watcher, clock, root / "todo.txt", "Tune the ocarina.\n")
     settle(watcher, clock)
 
@@ -166,14 +166,14 @@ def test_ingest_refuses_to_publish_when_its_folder_vanished_while_reading(
 ) -> None:
     ingest(source, datasets_dir, IngestOptions(dataset_id="notes"), embedder=FakeEmbedder())
     stamp = (datasets_dir / "notes" / MANIFEST_NAME).read_bytes()
-    real = mcpower.ingestion.read_document
+    real = mcpower.assembly.read_document
 
     def read_then_delete(f: Any, max_bytes: int) -> Any:
         out = real(f, max_bytes)
         shutil.rmtree(source, ignore_errors=True)
         return out
 
-    monkeypatch.setattr(mcpower.ingestion, "read_document", read_then_delete)
+    monkeypatch.setattr(mcpower.assembly, "read_document", read_then_delete)
     with pytest.raises(IngestError, match="vanished while it was read"):
         ingest(source, datasets_dir, IngestOptions(dataset_id="notes"), embedder=FakeEmbedder())
     assert (datasets_dir / "notes" / MANIFEST_NAME).read_bytes() == stamp
@@ -332,14 +332,14 @@ def test_a_file_that_breaks_the_chunker_is_left_out_and_the_rest_reingested(
     indexed again until someone removed the file."""
     watcher, registry, clock, events = setup
     root = source.resolve()
-    real = mcpower.ingestion.build_document
+    real = mcpower.assembly.build_document
 
     def chunk(parsed: Any, *args: Any) -> Any:
         if "trigger" in (parsed.text or ""):
             raise RecursionError("maximum recursion depth exceeded")
         return real(parsed, *args)
 
-    monkeypatch.setattr(mcpower.ingestion, "build_document", chunk)
+    monkeypatch.setattr(mcpower.assembly, "build_document", chunk)
     edit(watcher, clock, root / "todo.txt", "Tune the ocarina.\n")
     edit(watcher, clock, root / "guide.md", "# Guide\n\nThis one will trigger the bug.\n")
     settle(watcher, clock)

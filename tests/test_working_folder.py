@@ -129,7 +129,8 @@ def test_the_milvus_lite_engine_loads_no_library_from_its_folder(
     uri = str(tmp_path / "lite.db")
     client = connect(uri, None)
     try:
-        [engine] = _children_named("milvus")
+        # this connection's engine: it runs in the .db file's folder (earlier tests may have left others)
+        [engine] = [pid for pid in _children_named("milvus") if os.path.realpath(f"/proc/{pid}/cwd") == str(tmp_path)]
         environ = Path(f"/proc/{engine}/environ").read_bytes().split(b"\0")
         [path] = [v.split(b"=", 1)[1] for v in environ if v.startswith(b"LD_LIBRARY_PATH=")]
         assert path.split(b":") and all(os.path.isabs(entry) for entry in path.split(b":")), path

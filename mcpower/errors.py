@@ -21,6 +21,8 @@ the CLI prints them as one line and the MCP server returns them as tool errors.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 
 class McpowerError(Exception):
     """Base of every error mcpower raises on purpose."""
@@ -37,15 +39,23 @@ class DatasetNotFoundError(McpowerError):
 
     SHOWN = 20  # ids named in the message; the rest are counted
 
-    def __init__(self, dataset_id: str, available: list[str]) -> None:
-        shown = ", ".join(available[: self.SHOWN]) if available else "none (create one with `mcpower ingest PATH`)"
+    def __init__(self, dataset_id: str, available: list[str], unreadable: Sequence[str] = ()) -> None:
+        """``unreadable``: why the places that could hold it could not be read (a Milvus database
+        held by another process, unreachable ...): said, since the dataset may be there."""
+        shown = ", ".join(available[: self.SHOWN]) if available else "none"
+        if not available and not unreadable:
+            shown += " (create one with `mcpower ingest PATH`)"
         if len(available) > self.SHOWN:
             shown += (
                 f" and {len(available) - self.SHOWN} more (list them with knowledge_list_datasets / `mcpower datasets`)"
             )
-        super().__init__(f"unknown dataset {dataset_id[:80]!r}; available datasets: {shown}")
+        message = f"unknown dataset {dataset_id[:80]!r}; available datasets: {shown}"
+        if unreadable:
+            message += f"; it may be in a database that could not be read: {'; '.join(unreadable)}"
+        super().__init__(message)
         self.dataset_id = dataset_id
         self.available = available
+        self.unreadable = list(unreadable)
 
 
 class DatasetUnavailableError(McpowerError):

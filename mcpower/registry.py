@@ -17,7 +17,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mcpower.checksums import FileHashes
-from mcpower.errors import DatasetNotFoundError, DatasetUnavailableError, EmbeddingModelError, McpowerError
+from mcpower.errors import (
+    DatasetNotFoundError,
+    DatasetUnavailableError,
+    EmbeddingModelError,
+    EngineUnavailableError,
+    McpowerError,
+)
 from mcpower.freshness import Freshness
 from mcpower.manifest import DatasetInfo, is_valid_id
 from mcpower.store import Catalog, DatasetEntry, Store, unexpected_error
@@ -144,8 +150,16 @@ class Registry:
                 with self._lock:
                     found = self._entries.get(dataset_id)
             if found is None:
-                raise DatasetNotFoundError(str(dataset_id), [e.id for e in self.entries()])
+                entries = self.entries()
+                available = [e.id for e in entries if not (_unread(e) and not is_valid_id(e.id))]
+                raise DatasetNotFoundError(str(dataset_id), available, self.unreadable())
         return found
+
+    def unreadable(self) -> list[str]:
+        """Why catalogs could not be read at the last look (a Milvus database held by another
+        process, unreachable, not installed ...), each reason once: a dataset not found may be there."""
+        reasons = [e.error.message for e in self.entries() if _unread(e) and e.error is not None]
+        return list(dict.fromkeys(reasons))
 
     # ------------------------------------------------------------ loading
 
@@ -290,6 +304,12 @@ class Registry:
             error.message,
             extra={"event": "dataset.error", "dataset": dataset_id, "code": error.code},
         )
+
+
+def _unread(entry: DatasetEntry) -> bool:
+    """Whether ``entry`` stands for what a catalog could not read: its engine failed (such a catalog
+    lists the datasets it held at its last look this way, or one entry of its own, not a dataset id)."""
+    return entry.info is None and isinstance(entry.error, EngineUnavailableError)
 
 
 def _open(catalog: Catalog, entry: DatasetEntry) -> Store:

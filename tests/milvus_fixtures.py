@@ -24,8 +24,8 @@ def milvus_db(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     from mcpower.store.milvus import MilvusCatalog
 
     path = str(tmp_path_factory.mktemp("milvus") / "tests.db")
-    keeper = MilvusCatalog(path)
-    keeper.client()
+    keeper = MilvusCatalog(path, cache_dir=tmp_path_factory.mktemp("milvus-cache"))
+    keeper.client(create=True)
     yield path
     keeper.close()
 

@@ -5,6 +5,8 @@ hostile values, engine errors, a second reader with only the URI, and the CLI an
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 import warnings
@@ -346,3 +348,136 @@ def test_pdf_pages_are_kept_by_milvus_through_a_re_ingest(milvus_catalog: Any, t
     assert again.unchanged == 1  # the PDF's chunks were carried over from the engine, with their pages
     assert hit.path == "manual.pdf" and hit.pages is not None and (hit.pages.start, hit.pages.end) == (1, 3)
     assert source.pages is not None and source.pages.end == 3
+
+
+# ------------------------------------------------------------ a lite file: missing, held, its logs
+
+
+def one_error_line(result: Any, *fragments: str) -> str:
+    assert result.exit_code == 1, result.output
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("Error: ") and "Traceback" not in result.output
+    for fragment in fragments:
+        assert fragment in line, line
+    return str(line)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["search", "docs", "zephyrine"], ["datasets"], ["validate"], ["eval", "docs", "--queries", "q", "--qrels", "r"]],
+)
+def test_a_read_command_never_creates_a_lite_file(command: list[str], tmp_path: Path) -> None:
+    """`--milvus-uri ./m.db` from a folder without it made milvus-lite create an empty m.db there,
+    and answered "unknown dataset": now one error names the file and what creates it."""
+    args = [*command, "--milvus-uri", "./m.db", "--datasets-dir", str(tmp_path / "datasets")]
+    result = CliRunner().invoke(app, args)
+
+    one_error_line(result, f"{Path('m.db').resolve()} does not exist", "mcpower ingest PATH --milvus-uri")
+    assert sorted(p.name for p in Path.cwd().iterdir()) == []  # no m.db, no .m.db.lock
+
+
+def test_serve_without_its_lite_file_serves_the_rest_and_uses_it_once_ingested(tmp_path: Path, corpus: Path) -> None:
+    """A server is not refused: it serves the local datasets, logs that the file does not exist, lists
+    it as an error row (by its name only), creates nothing, and serves it once an ingest made it."""
+    launcher = write_launcher(tmp_path)
+    db, local = tmp_path / "shared" / "team.db", tmp_path / "datasets"
+    db.parent.mkdir()
+    ingest(corpus, local, IngestOptions(dataset_id="mine"), embedder=FakeEmbedder())
+    env = {**subprocess_env(), "MCPOWER_MILVUS_URI": str(db)}
+    server = StdioServer([sys.executable, str(launcher), "serve", "--stdio", "--datasets-dir", str(local)], env=env)
+    try:
+        server.initialize()
+        warned = server.wait_log("server.milvus_missing")
+        before = server.call_tool("knowledge_list_datasets", {})["structuredContent"]["datasets"]
+        unknown = server.call_tool("knowledge_search", {"query": "zephyrine", "dataset": "shared"})
+        created = db.exists()
+        made = subprocess.run(
+            [sys.executable, str(launcher), "ingest", str(corpus), "--id", "shared", "--datasets-dir", str(local)],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
+        )
+        after = server.call_tool("knowledge_list_datasets", {})["structuredContent"]["datasets"]
+        server.close_stdin()
+        server.wait_exit(30)
+    finally:
+        server.stop()
+    assert warned is not None and str(db) in warned["message"]
+    assert not created and made.returncode == 0, made.stderr
+    rows = {d["id"]: d for d in before}
+    assert rows["mine"]["status"] == "ready" and "team.db does not exist" in rows["milvus@team.db"]["error"]
+    message = unknown["structuredContent"]["error"]["message"]
+    assert unknown["isError"] and "unknown dataset 'shared'" in message and "team.db does not exist" in message
+    assert str(tmp_path) not in json.dumps([before, unknown])  # clients never see absolute paths
+    assert {d["id"]: d["status"] for d in after} == {"mine": "ready", "shared": "ready"}
+
+
+def test_a_search_while_another_process_holds_the_file_says_so(tmp_path: Path, corpus: Path) -> None:
+    """`search x --milvus-uri m.db` while a server holds m.db said only "unknown dataset 'x'"; the
+    reason (shown by `datasets` alone) is now in search's, eval's and validate's answers too."""
+    from mcpower.store.milvus import MilvusCatalog
+
+    db = fresh_db(tmp_path)
+    catalog = MilvusCatalog(db)
+    ingest(corpus, catalog, IngestOptions(dataset_id="shared"), embedder=FakeEmbedder())
+    catalog.close()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, db],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=subprocess_env(),
+    )
+    args = ["--milvus-uri", db, "--datasets-dir", str(tmp_path / "datasets")]
+    try:
+        assert holder.stdout is not None and "holding" in holder.stdout.readline()
+        runner = CliRunner()
+        found = runner.invoke(app, ["search", "shared", "zephyrine", "--mode", "keyword", *args])
+        evaluated = runner.invoke(app, ["eval", "shared", "--queries", "q", "--qrels", "r", *args])
+        checked = runner.invoke(app, ["validate", "shared", *args])
+    finally:
+        assert holder.stdin is not None and holder.stdout is not None
+        holder.stdin.close()
+        holder.wait(60)
+        holder.stdout.close()
+    for result in (found, evaluated):
+        line = one_error_line(result, "unknown dataset 'shared'", f"the file is open in another process, {holder.pid}")
+        assert "available datasets: none;" in line and "milvus@" not in line  # the engine is not a dataset
+    assert checked.exit_code == 1 and "open in another process" in checked.stdout, checked.output
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc stands for a temp folder nobody can write")
+def test_the_engine_logs_go_to_the_cache_folder_never_the_working_folder(tmp_path: Path, corpus: Path) -> None:
+    """milvus-lite's engine (glog) writes milvus.INFO, milvus.WARNING and *.log.* files at every start
+    into $TMPDIR, and where it cannot write there into its working folder: the .db file's folder,
+    here the user's. They go to the cache folder's milvus-logs, the oldest pruned."""
+    from mcpower.store.milvus.client import LOGS_KEPT
+
+    launcher = write_launcher(tmp_path)
+    work, logs = tmp_path / "project", tmp_path / "cache" / "mcpower" / "milvus-logs"  # conftest's XDG_CACHE_HOME
+    work.mkdir()
+    logs.mkdir(parents=True)
+    for n in range(LOGS_KEPT + 20):  # earlier starts' files, the oldest first
+        old = logs / f"milvus.host.user.log.INFO.old-{n:03d}"
+        old.write_text("old\n")
+        os.utime(old, (1_000_000 + n, 1_000_000 + n))
+    env = {**subprocess_env(), "TMPDIR": "/proc"}
+    for args in (["ingest", str(corpus), "--id", "shared"], ["search", "shared", "zephyrine", "--mode", "keyword"]):
+        argv = [sys.executable, str(launcher), *args, "--milvus-uri", "./m.db", "--datasets-dir", str(tmp_path / "d")]
+        done = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=300, check=False)
+        assert done.returncode == 0, done.stderr
+        assert "LOGGINGFILE" not in done.stderr
+    assert sorted(p.name for p in work.iterdir()) in (["m.db"], [".m.db.lock", "m.db"])
+    files = [p for p in logs.iterdir() if not p.is_symlink()]
+    assert any(p.name.startswith("milvus.") and ".log.INFO." in p.name and "old" not in p.name for p in files)
+    assert len(files) <= LOGS_KEPT + 3 and not (logs / "milvus.host.user.log.INFO.old-000").exists()
+
+
+def test_milvus_lite_files_are_ignored_by_git() -> None:
+    root = Path(__file__).resolve().parents[1]
+    if not (root / ".git").exists() or shutil.which("git") is None:
+        pytest.skip("not a git checkout")
+    names = ["team.db", "sub/.team.db.lock"]
+    done = subprocess.run(["git", "check-ignore", "--no-index", *names], cwd=root, capture_output=True, text=True)
+    assert done.stdout.split() == names, done.stderr

@@ -129,8 +129,8 @@ def test_the_milvus_lite_engine_loads_no_library_from_its_folder(
     uri = str(tmp_path / "lite.db")
     client = connect(uri, None)
     try:
-        # this connection's engine: it runs in the .db file's folder (earlier tests may have left others)
-        [engine] = [pid for pid in _children_named("milvus") if os.path.realpath(f"/proc/{pid}/cwd") == str(tmp_path)]
+        # This file's engine (the session's shared one may be running too).
+        [engine] = [e for e in _children_named("milvus") if uri.encode() in Path(f"/proc/{e}/cmdline").read_bytes()]
         environ = Path(f"/proc/{engine}/environ").read_bytes().split(b"\0")
         [path] = [v.split(b"=", 1)[1] for v in environ if v.startswith(b"LD_LIBRARY_PATH=")]
         assert path.split(b":") and all(os.path.isabs(entry) for entry in path.split(b":")), path

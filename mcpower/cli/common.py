@@ -78,11 +78,26 @@ def one_of(*choices: str) -> Callable[[str | None], str | None]:
     return check
 
 
-def open_registry(s: Settings, embedder_factory: EmbedderFactory | None = None) -> Registry:
+def open_registry(
+    s: Settings, embedder_factory: EmbedderFactory | None = None, *, missing_ok: bool = False
+) -> Registry:
     """The registry of the datasets the settings point at; ``embedder_factory`` loads query models
-    (default: the registry's own; a search passes :func:`mcpower.cli.preload.query_model`'s)."""
+    (default: the registry's own; a search passes :func:`mcpower.cli.preload.query_model`'s).
+
+    Raises:
+        EngineUnavailableError: the milvus-lite file the settings name does not exist (a reader
+            never creates one), unless ``missing_ok`` (a server: it is listed as an error row).
+    """
     from mcpower.registry import Registry
 
+    missing = missing_milvus_file(s)
+    if missing is not None and not missing_ok:
+        from mcpower.errors import EngineUnavailableError
+
+        raise EngineUnavailableError(
+            f"the Milvus database {missing} does not exist (check --milvus-uri / MCPOWER_MILVUS_URI: a relative "
+            f"path is taken from the working folder); `mcpower ingest PATH --milvus-uri {missing}` creates it"
+        )
     catalogs = [milvus_catalog(s)] if s.milvus_uri else []
     return Registry(
         s.datasets_dir,
@@ -97,7 +112,22 @@ def milvus_catalog(s: Settings) -> Catalog:
     """The catalog of the Milvus database the settings name (pymilvus is imported when it connects)."""
     from mcpower.store.milvus import MilvusCatalog
 
-    return MilvusCatalog(s.milvus_uri, s.milvus_token or None)
+    return MilvusCatalog(s.milvus_uri, s.milvus_token or None, cache_dir=s.cache_dir)
+
+
+def missing_milvus_file(s: Settings) -> Path | None:
+    """The absolute path of the milvus-lite file the settings name, if it does not exist; else None
+    (also without the `milvus` extra: then the catalog's error says how to install it)."""
+    import importlib.util
+
+    from mcpower.store.milvus.client import is_local
+
+    if not s.milvus_uri or not is_local(s.milvus_uri):
+        return None
+    if any(importlib.util.find_spec(name) is None for name in ("pymilvus", "milvus_lite")):
+        return None
+    path = Path(s.milvus_uri).expanduser().resolve()
+    return None if path.exists() else path
 
 
 def no_datasets(root: Path) -> str:

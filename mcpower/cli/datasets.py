@@ -34,9 +34,11 @@ def validate(
     entries = registry.entries()
     rows: list[dict[str, Any]] = []
     known = {e.id for e in entries}
+    unread = "; ".join(registry.unreadable())  # it may be where mcpower could not look
     for wanted in ids or []:
         if wanted not in known:
-            rows.append({"id": wanted, "status": "error", "error": "no such dataset"})
+            error = f"no such dataset; it may be in a database that could not be read: {unread}" if unread else ""
+            rows.append({"id": wanted, "status": "error", "error": error or "no such dataset"})
     for e in entries:
         if ids and e.id not in ids:
             continue

@@ -9,7 +9,15 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from mcpower import __version__
-from mcpower.cli.common import DatasetsDir, MilvusUri, WatchDebounce, no_datasets, open_registry, settings
+from mcpower.cli.common import (
+    DatasetsDir,
+    MilvusUri,
+    WatchDebounce,
+    missing_milvus_file,
+    no_datasets,
+    open_registry,
+    settings,
+)
 from mcpower.config import Settings
 from mcpower.errors import McpowerError
 
@@ -164,7 +172,16 @@ def serve(
     from mcpower.server.app import create_server
     from mcpower.store.milvus.client import display_uri
 
-    registry = open_registry(s)
+    missing = missing_milvus_file(s)
+    if missing is not None:  # served without it (an error row), and used once an ingest creates it
+        logger.warning(
+            "the Milvus database %s does not exist; serving the other datasets (`mcpower ingest PATH "
+            "--milvus-uri %s` creates it, and this server uses it from then on)",
+            missing,
+            missing,
+            extra={"event": "server.milvus_missing"},
+        )
+    registry = open_registry(s, missing_ok=True)
     entries = registry.entries()
     logger.info(
         "server.startup",

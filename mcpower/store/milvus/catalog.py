@@ -17,6 +17,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
@@ -33,6 +34,7 @@ from mcpower.manifest import DatasetInfo, is_valid_id
 from mcpower.store import DatasetBuild, DatasetEntry, unexpected_error
 from mcpower.store.milvus.client import (
     CALL_TIMEOUT,
+    LOG_FOLDER,
     EngineUnreachableError,
     connect,
     disconnect,
@@ -70,7 +72,9 @@ class MilvusCatalog:
 
     ``refresh_seconds``: how long a dataset's pointer is trusted before a search re-reads it (a
     republish from another machine is seen within that time). ``lease_seconds`` / ``settle_seconds``:
-    the write lease (lease.py).
+    the write lease (lease.py). A lite file is created only by a writer (:meth:`lock`): a reader
+    given a path that does not exist gets an error saying so. ``cache_dir``: its engine's log files
+    go to ``milvus-logs`` there (default: the user's cache folder).
     """
 
     def __init__(
@@ -81,11 +85,13 @@ class MilvusCatalog:
         refresh_seconds: float = 1.0,
         lease_seconds: float = 60.0,
         settle_seconds: float = 0.3,
+        cache_dir: Path | None = None,
     ) -> None:
         self.uri = uri
         self.where = display_uri(uri)
         self._token = token
         self._refresh, self._lease_ttl, self._settle = refresh_seconds, lease_seconds, settle_seconds
+        self._log_dir = cache_dir / LOG_FOLDER if cache_dir is not None else None
         self._client: Any = None
         self._lock = threading.Lock()
         self._checked: dict[str, float] = {}  # dataset id -> when its pointer was last read
@@ -99,7 +105,8 @@ class MilvusCatalog:
 
     # ------------------------------------------------------------ the engine
 
-    def client(self) -> Any:
+    def client(self, create: bool = False) -> Any:
+        """The connection; ``create``: a lite file that does not exist may be created (writers only)."""
         with self._lock:
             if self._reconnect and self._client is not None:
                 # The engine went away under this client: a lite file's engine process is released
@@ -108,7 +115,7 @@ class MilvusCatalog:
                 disconnect(self._client, self.uri)
                 self._client = None
             if self._client is None:
-                self._client = connect(self.uri, self._token)
+                self._client = connect(self.uri, self._token, create=create, log_dir=self._log_dir)
             return self._client
 
     def close(self) -> None:
@@ -281,6 +288,7 @@ class MilvusCatalog:
 
     @contextlib.contextmanager
     def lock(self, dataset_id: str, wait: bool = False) -> Iterator[None]:
+        self.client(create=True)  # a writer's: the only call that may create a lite file
         self._ensure_catalog()
         lease = Lease(
             lambda key: self._get(key),

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
+from mcpower.env import default_cache_dir
 from mcpower.errors import DatasetUnavailableError, EngineAuthError, EngineUnavailableError, McpowerError
 
 logger = logging.getLogger(__name__)
@@ -27,6 +28,10 @@ CONNECT_TIMEOUT = 10.0
 CALL_TIMEOUT = 60.0
 # Milvus' code for "collection not found" (a dataset version dropped under a reader).
 MISSING_COLLECTION = 100
+# Where a lite engine's log files go, under the cache folder, and how many of them are kept.
+LOG_FOLDER = "milvus-logs"
+LOGS_KEPT = 200
+GLOG_LOG_DIR = "GLOG_log_dir"  # glog's flags read from the environment keep their case
 _OPEN_LOCK = threading.Lock()  # one lite server start at a time (fd 1 is redirected meanwhile)
 
 T = TypeVar("T")
@@ -69,17 +74,23 @@ def import_pymilvus() -> Any:
     return pymilvus
 
 
-def connect(uri: str, token: str | None) -> Any:
+def connect(uri: str, token: str | None, *, create: bool = True, log_dir: Path | None = None) -> Any:
     """A ``MilvusClient`` for ``uri``: a milvus-lite ``.db`` file (its engine started in a child
     process) or an ``http(s)://`` server.
 
+    ``create``: whether a lite file that does not exist may be created (an ingest's, never a
+    reader's). ``log_dir``: where a lite engine's log files go (default: the cache folder's
+    ``milvus-logs``).
+
     Raises:
-        EngineUnavailableError, EngineAuthError: not installed, unreachable, refused.
+        EngineUnavailableError, EngineAuthError: not installed, missing, unreachable, refused.
     """
     pymilvus = import_pymilvus()
     where = display_uri(uri)
     if is_local(uri):
         path = Path(uri).expanduser()
+        if not create and not path.exists():
+            raise EngineUnavailableError(missing_file(where))
         if not path.parent.is_dir():
             raise EngineUnavailableError(f"Milvus file {where}: its folder does not exist; create it first")
         try:
@@ -101,12 +112,25 @@ def connect(uri: str, token: str | None) -> Any:
                 "opened by one process at a time: stop that process, or share datasets through a Milvus server"
             )
         try:
-            with _OPEN_LOCK, _stdout_to_stderr(is_local(uri)), _lite_library_path(is_local(uri)):
+            with (
+                _OPEN_LOCK,
+                _stdout_to_stderr(is_local(uri)),
+                _lite_library_path(is_local(uri)),
+                _lite_log_dir(is_local(uri), log_dir),
+            ):
                 return pymilvus.MilvusClient(uri=uri, token=token or "", timeout=CONNECT_TIMEOUT)
         except Exception as e:
             last = e
     assert last is not None
     raise engine_error(last, where) from last
+
+
+def missing_file(name: str) -> str:
+    """What to say of a milvus-lite file ``name`` that does not exist (to a reader: never created)."""
+    return (
+        f"the Milvus database {name} does not exist (a relative --milvus-uri is taken from the folder mcpower "
+        "runs in); `mcpower ingest PATH --milvus-uri …` creates it"
+    )
 
 
 def lite_holder(path: Path) -> int | None:
@@ -166,6 +190,48 @@ def _lite_library_path(active: bool) -> Iterator[None]:
             os.environ.pop("LD_LIBRARY_PATH", None)
         else:
             os.environ["LD_LIBRARY_PATH"] = saved
+
+
+@contextlib.contextmanager
+def _lite_log_dir(active: bool, log_dir: Path | None) -> Iterator[None]:
+    """While milvus-lite starts its engine process, point the engine's logger (glog) at ``log_dir``.
+
+    Left to itself, glog writes ``milvus.INFO``, ``milvus.WARNING`` and ``milvus.<host>.<user>.log.*``
+    at every engine start into $TMPDIR (or /tmp), and where that cannot be written, into its working
+    folder: the .db file's folder, often the user's project. ``GLOG_log_dir`` (read by glog from the
+    environment, which the engine inherits) sends them to mcpower's cache folder instead, where the
+    oldest are pruned. A GLOG_log_dir or GOOGLE_LOG_DIR of the user's own is kept; ours is removed
+    at once.
+    """
+    if not active or os.environ.get(GLOG_LOG_DIR) or os.environ.get("GOOGLE_LOG_DIR"):
+        yield
+        return
+    folder = (log_dir or default_cache_dir() / LOG_FOLDER).expanduser().resolve()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        _prune_logs(folder)
+    except OSError as e:  # glog's own choice, then
+        logger.debug("cannot use %s for milvus-lite's logs: %s", folder, e)
+        yield
+        return
+    os.environ[GLOG_LOG_DIR] = str(folder)
+    try:
+        yield
+    finally:
+        os.environ.pop(GLOG_LOG_DIR, None)
+
+
+def _prune_logs(folder: Path, keep: int = LOGS_KEPT) -> None:
+    """Delete all but the newest ``keep`` of the engine's log files in ``folder`` (three per start)."""
+    found: list[tuple[float, str]] = []
+    with os.scandir(folder) as it:
+        for item in it:
+            with contextlib.suppress(OSError):
+                if item.name.startswith("milvus.") and item.is_file(follow_symlinks=False):
+                    found.append((item.stat(follow_symlinks=False).st_mtime, item.path))
+    for _, path in sorted(found, reverse=True)[keep:]:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
 
 
 @contextlib.contextmanager

@@ -21,6 +21,7 @@ Three modes:
         prints both medians, the median of the paired differences (CMD - bare) and of
         the paired ratios, and the load average before and after; the same for the CPU
         seconds each process had used when it answered (from /proc: less swayed by load).
+        mcpower is byte-compiled first, as `pip install` does.
         Example: python benchmarks/bare_server.py pairs --cmd "mcpower serve --stdio --datasets-dir DIR"
 
 The measuring side imports only the standard library (the mcp import happens
@@ -31,6 +32,8 @@ p95 is nearest-rank: with n <= 20 it is the maximum.
 from __future__ import annotations
 
 import argparse
+import compileall
+import importlib.util
 import json
 import math
 import os
@@ -209,8 +212,17 @@ def _load() -> str:
     return " ".join(f"{v:.2f}" for v in os.getloadavg())
 
 
+def compile_mcpower() -> None:
+    """Byte-compile mcpower, as `pip install` does: an editable install under PYTHONDONTWRITEBYTECODE=1
+    would compile its modules from source in every process, which the SDK's (installed by pip) never do."""
+    spec = importlib.util.find_spec("mcpower")  # finds the package without importing it
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        compileall.compile_dir(folder, quiet=1)
+
+
 def print_pairs(argv: list[str], n: int, warmup: int, timeout: float) -> int:
     bare = [sys.executable, os.path.abspath(__file__), "serve"]
+    compile_mcpower()
     print(f"command: {shlex.join(argv)}\nbare:    {shlex.join(bare)}\nload average before: {_load()}")
     runs = pairs(argv, bare, n, warmup, timeout)
     print(f"load average after:  {_load()}")

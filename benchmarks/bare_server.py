@@ -1,6 +1,6 @@
 """Startup benchmark for MCP stdio servers: spawn -> initialize response.
 
-Two modes:
+Three modes:
 
     python benchmarks/bare_server.py serve
         Run a bare MCPServer (one trivial tool) over stdio. This is the
@@ -14,6 +14,16 @@ Two modes:
         close stdin and time the exit. Prints median / p95 / min / max.
         Example: python benchmarks/bare_server.py measure --cmd "mcpower serve --stdio"
 
+    python benchmarks/bare_server.py pairs [--cmd "CMD ..."] [-n 7] [--warmup 1]
+        The start-up target (docs/benchmarks.md): spawn -> initialize response of CMD
+        (default: `mcpower serve --stdio` next to this interpreter) against this file's
+        bare ``serve``, in N interleaved pairs (which of the two starts first alternates);
+        prints both medians, the median of the paired differences (CMD - bare) and of
+        the paired ratios, and the load average before and after; the same for the CPU
+        seconds each process had used when it answered (from /proc: less swayed by load).
+        mcpower is byte-compiled first, as `pip install` does.
+        Example: python benchmarks/bare_server.py pairs --cmd "mcpower serve --stdio --datasets-dir DIR"
+
 The measuring side imports only the standard library (the mcp import happens
 inside ``serve``), so the numbers are the server's, not the client's.
 p95 is nearest-rank: with n <= 20 it is the maximum.
@@ -22,6 +32,8 @@ p95 is nearest-rank: with n <= 20 it is the maximum.
 from __future__ import annotations
 
 import argparse
+import compileall
+import importlib.util
 import json
 import math
 import os
@@ -33,6 +45,7 @@ import tempfile
 import time
 
 PROTOCOL_VERSION = "2025-11-25"
+Pair = dict[str, tuple[float, float]]  # "init" / "init_cpu" -> (server, bare) seconds
 
 
 def serve() -> None:
@@ -71,6 +84,16 @@ def _read_response(proc: subprocess.Popen[bytes], want_id: int, deadline: float)
             return msg, junk
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds the process has used so far, all threads (Linux; NaN elsewhere)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return math.nan
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+
+
 def _one_run(argv: list[str], timeout: float, tools_list: bool) -> dict[str, float | int]:
     with tempfile.TemporaryFile() as errf:
         t0 = time.perf_counter()
@@ -96,10 +119,11 @@ def _one_run(argv: list[str], timeout: float, tools_list: bool) -> dict[str, flo
             proc.stdin.flush()
             resp, junk = _read_response(proc, 1, deadline)
             t_init = time.perf_counter() - t0
+            cpu_init = _cpu_seconds(proc.pid)
             if "result" not in resp:
                 raise RuntimeError(f"initialize failed: {resp}")
             proc.stdin.write(_line({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-            result: dict[str, float | int] = {"init": t_init, "junk": junk}
+            result: dict[str, float | int] = {"init": t_init, "init_cpu": cpu_init, "junk": junk}
             if tools_list:
                 proc.stdin.write(_line({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}))
                 proc.stdin.flush()
@@ -157,6 +181,67 @@ def measure(argv: list[str], runs: int, warmup: int, timeout: float, tools_list:
     return 0 if rcs == [0] and junk == 0 else 1
 
 
+def pairs(argv: list[str], bare: list[str], n: int, warmup: int, timeout: float) -> list[Pair]:
+    """Spawn -> initialize of ``argv`` and ``bare`` in ``n`` interleaved pairs, after ``warmup``
+    discarded pairs; which of the two starts first alternates from pair to pair. Each pair holds
+    (server, bare) for the wall seconds ("init") and the CPU seconds used by then ("init_cpu")."""
+    runs: list[Pair] = []
+    for i in range(warmup + n):
+        first, second = (argv, bare) if i % 2 == 0 else (bare, argv)
+        a, b = _one_run(first, timeout, False), _one_run(second, timeout, False)
+        if i >= warmup:
+            server, base = (a, b) if first is argv else (b, a)
+            runs.append({k: (float(server[k]), float(base[k])) for k in ("init", "init_cpu")})
+    return runs
+
+
+def paired_summary(runs: list[tuple[float, float]]) -> dict[str, float]:
+    """Medians of each side, of the paired differences (server - bare) and of the paired ratios."""
+    diffs = [m - b for m, b in runs]
+    return {
+        "median_s": round(statistics.median(m for m, _ in runs), 4),
+        "bare_median_s": round(statistics.median(b for _, b in runs), 4),
+        "median_diff_s": round(statistics.median(diffs), 4),
+        "min_diff_s": round(min(diffs), 4),
+        "max_diff_s": round(max(diffs), 4),
+        "median_ratio": round(statistics.median(m / b for m, b in runs), 3),
+    }
+
+
+def _load() -> str:
+    return " ".join(f"{v:.2f}" for v in os.getloadavg())
+
+
+def compile_mcpower() -> None:
+    """Byte-compile mcpower, as `pip install` does: an editable install under PYTHONDONTWRITEBYTECODE=1
+    would compile its modules from source in every process, which the SDK's (installed by pip) never do."""
+    spec = importlib.util.find_spec("mcpower")  # finds the package without importing it
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        compileall.compile_dir(folder, quiet=1)
+
+
+def print_pairs(argv: list[str], n: int, warmup: int, timeout: float) -> int:
+    bare = [sys.executable, os.path.abspath(__file__), "serve"]
+    compile_mcpower()
+    print(f"command: {shlex.join(argv)}\nbare:    {shlex.join(bare)}\nload average before: {_load()}")
+    runs = pairs(argv, bare, n, warmup, timeout)
+    print(f"load average after:  {_load()}")
+    for run in runs:
+        (m, b), (mc, bc) = run["init"], run["init_cpu"]
+        print(
+            f"  pair: {m * 1000:.0f} ms vs bare {b * 1000:.0f} ms ({(m - b) * 1000:+.0f} ms); CPU {mc:.2f} vs {bc:.2f} s"
+        )
+    for key, what in (("init", "spawn -> initialize"), ("init_cpu", "CPU used by initialize")):
+        r = paired_summary([run[key] for run in runs])
+        print(
+            f"{what}, {n} interleaved pairs: median {r['median_s'] * 1000:.0f} ms vs bare "
+            f"{r['bare_median_s'] * 1000:.0f} ms; paired difference median {r['median_diff_s'] * 1000:+.0f} ms "
+            f"(min {r['min_diff_s'] * 1000:+.0f}, max {r['max_diff_s'] * 1000:+.0f}); "
+            f"paired ratio median {r['median_ratio']:.2f}x"
+        )
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="mode", required=True)
@@ -167,10 +252,19 @@ def main() -> int:
     m.add_argument("--warmup", type=int, default=1)
     m.add_argument("--timeout", type=float, default=60.0, help="seconds per run")
     m.add_argument("--tools-list", action="store_true", help="also time the first tools/list")
+    p = sub.add_parser("pairs", help="spawn -> initialize of CMD against the bare server, interleaved pairs")
+    p.add_argument("--cmd", help="server command line (default: `mcpower serve --stdio` next to this interpreter)")
+    p.add_argument("-n", "--pairs", type=int, default=7)
+    p.add_argument("--warmup", type=int, default=1, help="discarded pairs first (page cache, __pycache__)")
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds per run")
     args = parser.parse_args()
     if args.mode == "serve":
         serve()
         return 0
+    if args.mode == "pairs":
+        mcpower = os.path.join(os.path.dirname(sys.executable), "mcpower")
+        argv = shlex.split(args.cmd) if args.cmd else [mcpower, "serve", "--stdio"]
+        return print_pairs(argv, args.pairs, args.warmup, args.timeout)
     argv = shlex.split(args.cmd) if args.cmd else [sys.executable, os.path.abspath(__file__), "serve"]
     return measure(argv, args.runs, args.warmup, args.timeout, args.tools_list)
 

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import format_fixtures as ff
 import pytest
 from conftest import FakeEmbedder, fresh_python, tagged_json, write_files
+from server_fixtures import PROTOCOL_VERSION, StdioServer, subprocess_env
 
+from mcpower.cli.app import app, app_for
 from mcpower.ingestion import IngestOptions, ingest
 
 HEAVY = ("torch", "sentence_transformers", "faiss", "onnxruntime", "transformers", "watchfiles")
@@ -128,3 +131,135 @@ def test_the_wrapper_sees_parser_imports() -> None:
     loaded, _ = loaded_after("import", "lxml.html", watch=PARSERS)
 
     assert "lxml" in loaded
+
+
+# ---------------------------------------------------------------- `serve --stdio` before the handshake
+
+# What a server must not load before it answers initialize (without --watch or a Milvus URI): the
+# stores, the model and the watcher load after the handshake, in the warm-up thread or on demand.
+SERVER_HEAVY = ("numpy", "faiss", "onnxruntime", "pymilvus", "milvus_lite", "watchfiles", *HEAVY)
+# Runs `mcpower ARGS...`; as the server ends (with os._exit), writes what it had imported to stderr.
+REPORT_AT_EXIT = """
+import json, os, sys
+heavy = json.loads(sys.argv.pop(1))
+exit_now = os._exit
+
+def report_and_exit(code):
+    loaded = sorted(m for m in sys.modules if m.split(".")[0] in heavy or m.startswith("mcpower.store.milvus"))
+    os.write(2, ("LOADED " + json.dumps(loaded) + "\\n").encode())
+    exit_now(code)
+
+os._exit = report_and_exit
+sys.argv = ["mcpower", *sys.argv[1:]]
+from mcpower.cli import main
+main()
+"""
+# What the MCP SDK itself loads for any stdio server (uvicorn, through the SDK, imports watchfiles).
+SDK_SERVER = """
+import json, sys
+from mcp.server import MCPServer
+import mcp.server.stdio
+MCPServer("bare")
+heavy = json.loads(sys.argv[1])
+print("LOADED " + json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in heavy)))
+"""
+
+
+def test_serve_stdio_answers_initialize_before_loading_anything_heavy(tmp_path: Path, datasets: Path) -> None:
+    script = tmp_path / "report_at_exit.py"
+    script.write_text(REPORT_AT_EXIT, encoding="utf-8")
+    server = StdioServer(
+        [sys.executable, str(script), json.dumps(SERVER_HEAVY), "serve", "--stdio", "--datasets-dir", str(datasets)],
+        env=subprocess_env(),
+    )
+    try:
+        init = server.call(
+            "initialize",
+            {"protocolVersion": PROTOCOL_VERSION, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+            timeout=120,
+        )
+        server.close_stdin()  # nothing after initialize: the server ends as it was when it answered
+        assert server.wait_exit(60) == 0
+    finally:
+        server.stop()
+    sdk = tagged_json(fresh_python(SDK_SERVER, json.dumps(SERVER_HEAVY)), "LOADED")
+
+    assert init["serverInfo"]["name"] == "mcpower"
+    reports = [line.decode() for line in server.stderr_lines if line.startswith(b"LOADED ")]
+    assert len(reports) == 1, server.stderr()
+    loaded = json.loads(reports[0][len("LOADED ") :])
+    assert "mcpower.server.app" not in sdk and "numpy" not in sdk  # the SDK alone loads none of these
+    assert [m for m in loaded if m not in sdk] == []
+
+
+def test_the_serve_report_sees_heavy_imports(tmp_path: Path, datasets: Path) -> None:
+    """The same report, from a server that did load numpy (the search's store): it is not blind."""
+    script = tmp_path / "report_at_exit.py"
+    script.write_text(REPORT_AT_EXIT, encoding="utf-8")
+    server = StdioServer(
+        [sys.executable, str(script), json.dumps(SERVER_HEAVY), "serve", "--stdio", "--datasets-dir", str(datasets)],
+        env=subprocess_env(),
+    )
+    try:
+        server.initialize()
+        result = server.call_tool("knowledge_search", {"query": "zephyrine", "dataset": "handbook", "mode": "keyword"})
+        server.close_stdin()
+        server.wait_exit(60)
+    finally:
+        server.stop()
+
+    assert not result.get("isError"), result
+    reports = [line.decode() for line in server.stderr_lines if line.startswith(b"LOADED ")]
+    assert "numpy" in json.loads(reports[0][len("LOADED ") :])
+
+
+# ---------------------------------------------------------------- the command line builds one command
+
+COUNT_BUILDS = """
+import sys, typer.main
+built = []
+build = typer.main.get_command_from_info
+def counting(*args, **kwargs):
+    info = kwargs.get("command_info") or args[0]
+    built.append(info.name or info.callback.__name__)
+    return build(*args, **kwargs)
+typer.main.get_command_from_info = counting
+sys.argv = ["mcpower", *sys.argv[1:]]
+from mcpower.cli import main
+try:
+    main()
+except SystemExit:
+    pass
+print("BUILT " + __import__("json").dumps(built))
+"""
+
+
+def test_a_command_line_builds_only_the_command_it_names() -> None:
+    built = tagged_json(fresh_python(COUNT_BUILDS, "serve", "--help"), "BUILT")
+
+    assert built == ["serve"]  # not the six others: ~15 ms of every start
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["serve", "--help"],
+        ["search", "-h"],
+        ["import", "--help"],
+        ["eval", "--help"],
+        ["serve", "--stdio", "--http"],
+        ["search"],
+        ["serv"],
+        ["--help"],
+        ["--version"],
+        [],
+    ],
+)
+def test_the_one_command_app_answers_as_the_whole_app(args: list[str]) -> None:
+    from typer.testing import CliRunner
+
+    runner = CliRunner()
+    whole = runner.invoke(app, args, prog_name="mcpower")
+    lean = runner.invoke(app_for(args), args, prog_name="mcpower")
+
+    assert (lean.exit_code, lean.output) == (whole.exit_code, whole.output)

@@ -6,7 +6,9 @@ The client is stdlib-only (JSON lines on the child's stdin/stdout), so the figur
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -138,38 +140,53 @@ def mcpower_argv() -> list[str]:
 
 
 def startup(argv: list[str], tool: str, arguments: dict[str, Any]) -> dict[str, float]:
-    """Seconds from spawn to the initialize response and to the first tools/call result."""
+    """Seconds from spawn to the initialize response (and the CPU the server had used by then) and
+    to the first tools/call result."""
     client = StdioClient(argv)
     try:
         init = client.initialize()
+        cpu = cpu_seconds(client.proc.pid)
         client.call_tool(tool, arguments)
-        return {"initialize": init, "first_call": time.perf_counter() - client.started}
+        return {"initialize": init, "initialize_cpu": cpu, "first_call": time.perf_counter() - client.started}
     finally:
         client.close()
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds a process has used so far, all threads (from /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
+    import mcpower
+
     root = args.datasets_dir / "mcp"
     corpus = args.corpora / "docs-fastapi" / "corpus"
     dataset = ensure_dataset(corpus, root, "fastapi")
     calls = 50 if args.quick else 200
-    runs = 2 if args.quick else 5
+    runs = 2 if args.quick else 7
     serve = [*mcpower_argv(), "serve", "--stdio", "--datasets-dir", str(root)]
     bare = [sys.executable, str(REPO / "benchmarks" / "bare_server.py"), "serve"]
     search_args = {"query": MCP_QUERIES[0], "dataset": "fastapi"}
+    # As `pip install` does: under PYTHONDONTWRITEBYTECODE=1 an editable mcpower would be compiled
+    # from source in every process, which the SDK's modules (installed by pip) never are.
+    compileall.compile_dir(Path(mcpower.__file__).parent, quiet=1)
 
-    # Start-up, mcpower and bare alternating so both see the same machine; one discarded run each first.
+    # Start-up: interleaved pairs, which server starts first alternating, so both see the same
+    # machine; one discarded pair first. The target is the median of the paired differences.
     starts: dict[str, list[dict[str, float]]] = {"mcpower": [], "bare": []}
     for i in range(runs + 1):
-        m = startup(serve, "knowledge_search", search_args)
-        b = startup(bare, "echo", {"text": "hello"})
-        if i:
-            starts["mcpower"].append(m)
-            starts["bare"].append(b)
-    start = {
-        name: {k: round(statistics.median(r[k] for r in rs), 3) for k in ("initialize", "first_call")}
-        for name, rs in starts.items()
-    }
+        order = [("mcpower", serve, "knowledge_search", search_args), ("bare", bare, "echo", {"text": "hello"})]
+        for name, argv, tool, arguments in order if i % 2 == 0 else order[::-1]:
+            result = startup(argv, tool, arguments)
+            if i:
+                starts[name].append(result)
+    keys = ("initialize", "initialize_cpu", "first_call")
+    start = {name: {k: round(statistics.median(r[k] for r in rs), 3) for k in keys} for name, rs in starts.items()}
+    pairs = list(zip(starts["mcpower"], starts["bare"]))
+    paired = {k: round(statistics.median(m[k] - b[k] for m, b in pairs), 3) for k in keys}
+    ratio = {k: round(statistics.median(m[k] / b[k] for m, b in pairs), 3) for k in ("initialize", "initialize_cpu")}
 
     # The warm round trip, and the server's memory.
     client = StdioClient(serve)
@@ -202,9 +219,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "core_search_in_server": lat_stats(core),
         "tool_call_all_datasets": lat_stats(rtt_all),
         "mean_results": round(results / calls, 1),
-        "startup_runs": runs,
+        "startup_pairs": runs,
         "startup_s": start,
-        "startup_delta_s": {k: round(start["mcpower"][k] - start["bare"][k], 3) for k in ("initialize", "first_call")},
+        "startup_delta_s": paired,  # medians of the paired differences, mcpower - bare
+        "startup_ratio": ratio,  # medians of the paired ratios
         "rss_mb": {"after_warm_up": mem_warm, f"after_{calls}_calls": mem_after},
         "cold_search": cold,
         "load_average": load_avg(),
@@ -224,10 +242,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     ]
     table(f"mcp: warm round trip over stdio, {calls} calls, ms", ["call", "p50", "p95"], rows)
     table(
-        f"mcp: start-up, median of {runs} (s)",
-        ["server", "spawn->initialize", "spawn->first result"],
-        [[k, v["initialize"], v["first_call"]] for k, v in start.items()]
-        + [["mcpower - bare", out["startup_delta_s"]["initialize"], out["startup_delta_s"]["first_call"]]],
+        f"mcp: start-up, {runs} interleaved pairs, medians (s)",
+        ["server", "spawn->initialize", "CPU by initialize", "spawn->first result"],
+        [[k, v["initialize"], v["initialize_cpu"], v["first_call"]] for k, v in start.items()]
+        + [["mcpower - bare (paired)", *(paired[k] for k in keys)]]
+        + [["mcpower / bare (paired)", ratio["initialize"], ratio["initialize_cpu"], None]],
     )
     table(
         "mcp: server memory (MB)",

@@ -44,7 +44,9 @@ def main() -> None:
             from mcpower.cli import preload
 
             preload.head_start(sys.argv[1:])
-            from mcpower.cli.app import app
+            from mcpower.cli.app import app_for
+
+            app = app_for(sys.argv[1:])
         app()
     except KeyboardInterrupt:  # held during start-up, delivered as it ended: exit as typer does
         raise SystemExit(130) from None

@@ -170,7 +170,6 @@ def serve(
     configure_logging(s.log_level, s.log_format)  # first: what the access checks warn about is logged too
     options = _http_options(s) if http else None  # bad access settings fail here, before anything loads
     from mcpower.server.app import create_server
-    from mcpower.store.milvus.client import display_uri
 
     missing = missing_milvus_file(s)
     if missing is not None:  # served without it (an error row), and used once an ingest creates it
@@ -190,7 +189,7 @@ def serve(
             "version": __version__,
             "transport": "http" if http else "stdio",
             "datasets_dir": str(s.datasets_dir.expanduser().resolve()),
-            **({"milvus": display_uri(s.milvus_uri)} if s.milvus_uri else {}),
+            **({"milvus": _display_uri(s.milvus_uri)} if s.milvus_uri else {}),
             "datasets": [e.id for e in entries if e.status == "ready"],
             "datasets_with_errors": [e.id for e in entries if e.status == "error"],
             "watch": s.watch,
@@ -209,6 +208,13 @@ def serve(
     server = create_server(registry, s.tool_names, threads=s.worker_threads)
     start_watcher(registry, s)
     run_stdio(server)
+
+
+def _display_uri(uri: str) -> str:
+    # The Milvus package (numpy with it) loads only for a server given a Milvus URI.
+    from mcpower.store.milvus.client import display_uri
+
+    return display_uri(uri)
 
 
 def _print_config(client: str, s: Settings, http: bool) -> None:

@@ -28,6 +28,7 @@ from pathlib import Path, PurePosixPath
 from mcpower.chunking import CODE_TYPES, SUPPORTED_TYPES, size_limit
 from mcpower.defaults import DEFAULT_MAX_FILE_MB
 from mcpower.gitignore import IgnoreSpec
+from mcpower.sites import site_furniture
 
 DEFAULT_MAX_FILE_BYTES = int(DEFAULT_MAX_FILE_MB * 1024 * 1024)
 MAX_GITIGNORE_BYTES = 1024 * 1024  # a bigger .gitignore is not one
@@ -136,10 +137,12 @@ def discover(
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
     skip_dirs: Sequence[Path] = (),
     code: bool = False,
+    keep_site_files: bool = False,
 ) -> tuple[list[SourceFile], list[tuple[str, str]]]:
     """Supported files under ``root``, honouring hidden names, .gitignore files, the globs and the
     symlink rules (module docstring). Source code files are found with ``code``, or when an
-    ``include`` glob ends with their suffix (``*.py``).
+    ``include`` glob ends with their suffix (``*.py``). In a built documentation site, each page
+    is read once and its furniture is skipped, unless ``keep_site_files`` (mcpower/sites.py).
 
     Returns the files (sorted by relative path) and what was skipped with why (files left out by
     a rule the user set up — hidden, ignored, excluded — are left out silently, unless a symlink
@@ -166,6 +169,10 @@ def discover(
                 files.append(found)
             else:
                 skipped.append((rel, found))
+    if not keep_site_files:
+        furniture = site_furniture(root, (f.rel for f in files))
+        files = [f for f in files if f.rel not in furniture]
+        skipped.extend(furniture.items())
     return files, skipped
 
 

@@ -62,6 +62,7 @@ class IngestOptions:
     include: Sequence[str] = ()
     exclude: Sequence[str] = ()
     code: bool = False  # also read source code (.py, .js, .go ...); an include glob naming a suffix does too
+    keep_site_files: bool = False  # read a built site's furniture too (_sources, genindex ...: mcpower/sites.py)
     follow_symlinks: bool = False
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
     default_top_k: int | None = None  # default: the previous version's, else DEFAULT_TOP_K
@@ -175,7 +176,14 @@ def ingest(
                 raise IngestError(f"{flag} {glob[:80]!r}: {why}")
     skip_dirs = [target] if isinstance(target, Path) else []  # never ingest the datasets themselves
     files, skipped = discover(
-        src, opts.include, opts.exclude, opts.follow_symlinks, opts.max_file_bytes, skip_dirs, code=opts.code
+        src,
+        opts.include,
+        opts.exclude,
+        opts.follow_symlinks,
+        opts.max_file_bytes,
+        skip_dirs,
+        code=opts.code,
+        keep_site_files=opts.keep_site_files,
     )
     if not files:
         raise IngestError(
@@ -306,6 +314,7 @@ def _source_record(src: Path, opts: IngestOptions, report: IngestReport) -> Sour
             follow_symlinks=opts.follow_symlinks,
             max_file_bytes=opts.max_file_bytes,
             code=opts.code,
+            keep_site_files=opts.keep_site_files,
         )
     except ValidationError as e:
         where, msg = ".".join(str(x) for x in e.errors()[0]["loc"]), e.errors()[0]["msg"]

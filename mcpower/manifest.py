@@ -122,6 +122,7 @@ class SourceInfo(_Model):
     follow_symlinks: bool = Field(False, strict=True)
     max_file_bytes: int = Field(ge=1, le=1 << 40, strict=True)
     code: bool = Field(False, strict=True)  # built with --code (source files read too)
+    keep_site_files: bool = Field(False, strict=True)  # built with --keep-site-files (mcpower/sites.py)
 
     @field_validator("path")
     @classmethod

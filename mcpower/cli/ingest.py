@@ -12,6 +12,7 @@ import typer
 from mcpower.cli.common import DatasetsDir, JsonFlag, WatchDebounce, milvus_catalog, settings, setup_logging
 from mcpower.cli.progress import Progress, duration, plural, rate
 from mcpower.defaults import BACKENDS, DEFAULT_CHUNK_TOKENS, DEFAULT_MAX_FILE_MB, DEFAULT_OVERLAP, DEFAULT_TOP_K
+from mcpower.sites import KEEP_HINT, furniture_counts, is_furniture
 
 if TYPE_CHECKING:
     from mcpower.ingestion import IngestReport
@@ -54,6 +55,14 @@ def ingest(
         bool,
         typer.Option(
             "--code", help="Also read source code (.py .js .ts .go .rs .java); --include '*.py' reads one kind."
+        ),
+    ] = False,
+    keep_site_files: Annotated[
+        bool,
+        typer.Option(
+            "--keep-site-files",
+            help="In a built documentation site (Sphinx, MkDocs, rustdoc, Javadoc, Doxygen), also read its "
+            "furniture: page source copies, index and search pages, static assets.",
         ),
     ] = False,
     top_k: Annotated[
@@ -127,6 +136,7 @@ def ingest(
         include=include or (),
         exclude=exclude or (),
         code=code,
+        keep_site_files=keep_site_files,
         follow_symlinks=follow_symlinks,
         max_file_bytes=int(s.max_file_mb * 1024 * 1024),
         default_top_k=top_k,
@@ -171,8 +181,13 @@ def _show(report: IngestReport, as_json: bool, compact: bool = False, location: 
         }
         typer.echo(json.dumps(data, ensure_ascii=False, indent=None if compact else 2))
         return
+    furniture = furniture_counts(report.skipped)
     for rel, reason in report.skipped:
-        typer.echo(f"skipped {rel}: {reason}", err=True)
+        if not is_furniture(reason):
+            typer.echo(f"skipped {rel}: {reason}", err=True)
+    if furniture:
+        kinds = ", ".join(f"{n} {kind}" for kind, n in furniture.items())
+        typer.echo(f"skipped as site furniture: {kinds} ({KEEP_HINT})", err=True)
     for rel, note in report.file_notes:
         typer.echo(f"note {rel}: {note}", err=True)
     for note in report.notes:

@@ -14,6 +14,7 @@ that command's options). A record can narrow what is read, never widen it:
                       suffix ('*.py'), which makes discovery read that kind of code, is read as
                       naming folders only ('*.py/') unless the operator allows code
     exclude           the record's globs: they only leave files out
+    keep_site_files   the record's: a built site's furniture lies in the dataset's own folder
 
 The record itself is kept as it is (a re-ingest writes it back unchanged), so a watcher with wider
 limits, or the owner's own ``mcpower ingest``, builds the dataset as recorded again.
@@ -53,6 +54,7 @@ class Selection:
     follow_symlinks: bool
     max_file_bytes: int
     code: bool
+    keep_site_files: bool = False
 
 
 def within(src: SourceInfo, limits: WatchLimits) -> Selection:
@@ -64,6 +66,7 @@ def within(src: SourceInfo, limits: WatchLimits) -> Selection:
         follow_symlinks=src.follow_symlinks and limits.follow_symlinks,
         max_file_bytes=min(src.max_file_bytes, limits.max_file_bytes),
         code=src.code and limits.code,
+        keep_site_files=src.keep_site_files,
     )
 
 

@@ -58,6 +58,7 @@ def ingest_options(info: DatasetInfo, limits: WatchLimits) -> IngestOptions:
         include=sel.include,
         exclude=sel.exclude,
         code=sel.code,
+        keep_site_files=sel.keep_site_files,
         follow_symlinks=sel.follow_symlinks,
         max_file_bytes=sel.max_file_bytes,
         default_top_k=info.default_top_k,
@@ -102,7 +103,14 @@ def unchanged(
     sel = within(info.source, limits or WatchLimits())
     skip_dirs = [Path(s) for s in skip]
     files, _ = discover(
-        Path(root), sel.include, sel.exclude, sel.follow_symlinks, sel.max_file_bytes, skip_dirs, code=sel.code
+        Path(root),
+        sel.include,
+        sel.exclude,
+        sel.follow_symlinks,
+        sel.max_file_bytes,
+        skip_dirs,
+        code=sel.code,
+        keep_site_files=sel.keep_site_files,
     )
     now = {f.rel: (f.size, f.mtime) for f in files}
     return now == {d.path: (d.size, d.mtime) for d in store.documents()}

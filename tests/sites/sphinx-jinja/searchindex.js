@@ -1,0 +1,1 @@
+Search.setIndex({"docnames": ["api", "changes", "extensions", "faq", "index", "integration", "intro", "license", "nativetypes", "sandbox", "switching", "templates", "tricks"], "filenames": ["api.rst", "changes.rst", "extensions.rst", "faq.rst", "index.rst", "integration.rst", "intro.rst", "license.r...});

@@ -24,6 +24,7 @@ from mcpower.errors import (
     ResultNotFoundError,
 )
 from mcpower.manifest import MAX_ID_CHARS, is_valid_id
+from mcpower.priors import apply_priors
 from mcpower.ranking import (
     CANDIDATE_FACTOR,
     MIN_CANDIDATES,
@@ -73,6 +74,7 @@ def search(
     max_bytes: int | None = None,
     max_tokens: int | None = None,
     offset: int | None = None,
+    priors: bool = True,
 ) -> SearchResponse:
     """Search one dataset, or every ready dataset when ``dataset`` is None, and merge.
 
@@ -81,7 +83,8 @@ def search(
     (a plain search answers as it did before pages existed). With ``max_bytes`` (the results as JSON)
     or ``max_tokens`` (the whole response, estimated by results.estimate_tokens), the answer is made
     to fit: snippets shortened first, then results left out (one result always stays), and
-    ``meta.truncated`` says so.
+    ``meta.truncated`` says so. With ``priors`` (the default), change notes rank below the pages that
+    document a feature, unless the question is about versions or changes (priors.py).
 
     Raises:
         InvalidQueryError, InvalidTopKError, DatasetNotFoundError, DatasetUnavailableError,
@@ -134,7 +137,7 @@ def search(
     terms = query_terms(q)
     for store in stores:
         # Equal scores keep their store's order (by chunk id; by raw cosine for semantic scores clipped to 0).
-        for rank, (chunk, score) in enumerate(_search_store(registry, store, q, depth, m, filters)):
+        for rank, (chunk, score) in enumerate(_search_store(registry, store, q, depth, m, filters, priors)):
             merged.append((score, store.info.id, rank, chunk))
     merged.sort(key=lambda t: (-t[0], t[1], t[2]))
     ranked = [(store_id, hit, score) for score, store_id, _, hit in merged if score >= min_score]
@@ -217,15 +220,17 @@ def _fit(
     return results[:n], chars < snippet_chars or n < len(results)
 
 
-def rank_paths(registry: Registry, query: str, dataset: str, depth: int, mode: str = "hybrid") -> list[str]:
+def rank_paths(
+    registry: Registry, query: str, dataset: str, depth: int, mode: str = "hybrid", priors: bool = True
+) -> list[str]:
     """Document paths of the best ``depth`` chunks, best first; for evaluation (no 100 cap, no snippets)."""
     store = registry.store(dataset)
-    ranked = _search_store(registry, store, validate_query(query), depth, validate_mode(mode), None)
+    ranked = _search_store(registry, store, validate_query(query), depth, validate_mode(mode), None, priors)
     return [hit.path for hit, _ in ranked]
 
 
 def _search_store(
-    registry: Registry, store: Store, q: str, k: int, mode: Mode, filters: SearchFilters | None
+    registry: Registry, store: Store, q: str, k: int, mode: Mode, filters: SearchFilters | None, priors: bool = True
 ) -> list[tuple[ChunkHit, float]]:
     depth = max(k * CANDIDATE_FACTOR, MIN_CANDIDATES)
     where = filters if filters is not None and filters.active else None
@@ -244,9 +249,8 @@ def _search_store(
                 vecs = store.vectors(missing)
                 cosines.update(zip(missing, (vecs @ qvec).tolist()))
             bm25s.update(matches.scores_of(cosines))
-    ranked = fuse(mode, cosines, bm25s)[:k]
-    hits = store.chunks([i for i, _ in ranked])
-    return [(hits[i], s) for i, s in ranked if i in hits]  # ids a damaged index invented are dropped
+    # Change notes below the pages that document a feature (priors.py); ids a damaged index invented are dropped.
+    return apply_priors(fuse(mode, cosines, bm25s), store.chunks, q, k, priors)
 
 
 # ---------------------------------------------------------------- result ids and lookups

@@ -169,7 +169,7 @@ def test_a_watcher_sees_no_change_in_a_site_ingested_without_its_furniture(
 
     datasets = tmp_path / "datasets"
     ingest(sphinx, datasets, IngestOptions(dataset_id="jinja"), embedder=fake_embedder)
-    registry = Registry(datasets)
+    registry = Registry(datasets, embedder_factory=lambda model: fake_embedder)
     store = registry.store("jinja")
     assert store.info.source is not None
     assert unchanged(store, str(sphinx), store.info, [str(datasets)])

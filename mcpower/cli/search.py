@@ -60,6 +60,14 @@ def search(
             show_default=False,
         ),
     ] = None,
+    priors: Annotated[
+        bool,
+        typer.Option(
+            "--priors/--no-priors",
+            help="Rank changelogs and release notes below the pages that document a feature, unless the "
+            "query is about versions or changes (see docs/search.md).",
+        ),
+    ] = True,
     datasets_dir: DatasetsDir = None,
     milvus_uri: MilvusUri = None,
     as_json: JsonFlag = False,
@@ -94,6 +102,7 @@ def search(
         snippet_chars=2048 if as_json else 360,
         offset=offset,
         max_tokens=max_tokens,
+        priors=priors,
     )
     if as_json:
         typer.echo(response.model_dump_json(indent=2))
@@ -156,6 +165,9 @@ def eval_(
         ),
     ] = "hybrid",
     depth: Annotated[int, typer.Option("--depth", min=10, max=1000, help="Chunks retrieved per query.")] = 300,
+    priors: Annotated[
+        bool, typer.Option("--priors/--no-priors", help="Rank as search does, with its document priors, or without.")
+    ] = True,
     datasets_dir: DatasetsDir = None,
     milvus_uri: MilvusUri = None,
     as_json: JsonFlag = False,
@@ -194,7 +206,7 @@ def eval_(
     modes = ["keyword", "semantic", "hybrid"] if mode == "all" else [mode]
 
     def searcher(m: str) -> SearchFn:
-        return lambda text, k: rank_paths(registry, text, dataset, k, m)
+        return lambda text, k: rank_paths(registry, text, dataset, k, m, priors)
 
     reports = [evaluate(searcher(m), q, judged, depth, dataset, m) for m in modes]
 

@@ -254,6 +254,14 @@ def create_server(
             ),
             BeforeValidator(not_bool),
         ] = None,
+        priors: Annotated[
+            bool,
+            Field(
+                strict=True,
+                description="rank changelogs and release notes below the pages that document a feature, unless "
+                "the query is about versions or changes (default); false: by score alone",
+            ),
+        ] = True,
     ) -> Annotated[CallToolResult, SearchOutput]:
         started = time.perf_counter()
         response: SearchResponse | None = None
@@ -270,6 +278,7 @@ def create_server(
                     max_bytes=MAX_RESULTS_JSON_BYTES,
                     max_tokens=max_tokens,
                     offset=offset,
+                    priors=priors,
                 )
             )
             return json_result(response)

@@ -38,7 +38,7 @@ from typing import Protocol, TypeVar
 # FastAPI docs' questions measured best at 0.80-0.85 and are flat around it; a Sphinx set (Flask,
 # Jinja, Sphinx docs) the same (docs/search.md, "Document priors").
 CHANGE_NOTES_FACTOR = 0.85
-# Candidates whose kind is looked up at once, while the top k is not settled yet.
+# Candidates whose kind is looked up at once after the first k, while the top k is not settled yet.
 BATCH = 16
 
 _SEP = re.compile(r"[\s_.\-'’]+")
@@ -126,7 +126,8 @@ def apply_priors(
     """The best ``k`` of ``ranked`` (chunk id, score; best first) with the priors applied, as
     (chunk, score) best first; ``fetch`` gives the chunks of some ids (ids it does not know are
     dropped). A prior only lowers a score, so candidates are fetched in batches until the next one's
-    own score cannot beat the k-th best so far: usually the top k alone.
+    own score cannot beat the k-th best so far: when no change notes are in the top k, the top k
+    alone, as without priors.
     """
     if not enabled or about_changes(query):
         head = list(ranked[:k])
@@ -135,7 +136,7 @@ def apply_priors(
     out: list[tuple[float, int, H]] = []
     pos = 0
     while pos < len(ranked):
-        batch = ranked[pos : pos + max(k, BATCH)]
+        batch = ranked[pos : pos + (k if pos == 0 else max(k, BATCH))]
         hits = fetch([i for i, _ in batch])
         for rank, (i, s) in enumerate(batch, pos):
             hit = hits.get(i)

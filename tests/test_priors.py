@@ -146,7 +146,7 @@ def test_apply_priors_looks_up_only_the_candidates_that_can_reach_the_top_k() ->
     ranked = [(2, 0.9), (3, 0.8)] + [(100 + i, 0.5 - i / 1000) for i in range(200)]
     out = apply_priors(ranked, fetcher(log), "a feature", 2)  # type: ignore[arg-type]
     assert [h.path for h, _ in out] == ["tutorial/query-params.md", "tutorial/body.md"]
-    assert sum(len(ids) for ids in log) <= 16  # one batch, not the 202 candidates
+    assert log == [[2, 3]]  # the top k alone, as without priors, not the 202 candidates
 
 
 FEATURE = (

@@ -194,3 +194,19 @@ def test_the_cli_switch(docs: Registry, tmp_path: Path) -> None:
     off = json.loads(CliRunner().invoke(app, [*args, "--no-priors"]).stdout)
     assert on["results"][0]["path"] == "tutorial/query-params.md"
     assert off["results"][0]["path"] == "release-notes.md"
+
+
+@pytest.mark.anyio
+async def test_the_tool_argument(docs: Registry) -> None:
+    from mcp import Client
+
+    from mcpower.server.app import create_server
+
+    async with Client(create_server(docs)) as client:
+        for priors, first in ((True, "tutorial/query-params.md"), (False, "release-notes.md")):
+            r = await client.call_tool("knowledge_search", {"query": QUESTION, "dataset": "docs", "priors": priors})
+            assert not r.is_error, r.content
+            assert r.structured_content is not None
+            assert r.structured_content["results"][0]["path"] == first
+        bad = await client.call_tool("knowledge_search", {"query": QUESTION, "priors": "no"})
+        assert bad.is_error

@@ -79,7 +79,18 @@ def test_change_notes_by_shape_a_version_heading_above_the_chunk(heading: str) -
     assert is_change_notes("docs/project.md", "Project", f"Project > {heading} > Features")
 
 
-@pytest.mark.parametrize("heading", ["Python 3.10+", "Pydantic v2", "Step 2", "HTTP/1.1 keep-alive", "3 ways to run"])
+@pytest.mark.parametrize(
+    "heading",
+    [
+        "Python 3.10+",
+        "Pydantic v2",
+        "Step 2",
+        "HTTP/1.1 keep-alive",
+        "3 ways to run",
+        "4.1. if Statements",
+        "1.2 Setup",
+    ],
+)
 def test_headings_that_mention_a_version_are_not_version_headings(heading: str) -> None:
     assert not is_change_notes("docs/page.md", "Page", f"Page > {heading}")
 

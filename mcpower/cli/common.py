@@ -118,11 +118,13 @@ def milvus_catalog(s: Settings) -> Catalog:
 def missing_milvus_file(s: Settings) -> Path | None:
     """The absolute path of the milvus-lite file the settings name, if it does not exist; else None
     (also without the `milvus` extra: then the catalog's error says how to install it)."""
+    if not s.milvus_uri:  # first: without a URI, the Milvus package (and numpy) stays unloaded
+        return None
     import importlib.util
 
     from mcpower.store.milvus.client import is_local
 
-    if not s.milvus_uri or not is_local(s.milvus_uri):
+    if not is_local(s.milvus_uri):
         return None
     if any(importlib.util.find_spec(name) is None for name in ("pymilvus", "milvus_lite")):
         return None

@@ -72,7 +72,7 @@ def parse(text: str) -> Parsed:
             prose = tok.type in ("paragraph_open", "blockquote_open", "html_block") or (
                 admonition and tok.type == "code_block"
             )
-            sections[-1].blocks.append(Block(block, start, end, prose))
+            sections[-1].blocks.append(Block(block, start, end, prose, tok.type == "heading_open"))
             if tok.type != "heading_open" and not sections[-1].has_body:
                 sections[-1] = Section(sections[-1].heading_path, sections[-1].blocks)
         i += 1

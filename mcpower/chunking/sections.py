@@ -17,6 +17,7 @@ chunk that spans sections carries the heading path they share (:func:`shared_pat
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -143,8 +144,11 @@ def pack(sections: list[Section], count_tokens: TokenCounter, chunk_tokens: int,
             for block, block_pieces, block_counts in zip(sections[i].blocks, pieces[i], piece_counts[i])
             for unit in _units(block, block_pieces, block_counts, count_tokens, budget)
         ]
+        # The sections of a group are consecutive: the ones a chunk spans are found by bisection.
+        firsts = [sections[i].blocks[0].start if sections[i].blocks else -1 for i in group]
+        lasts = [sections[i].blocks[-1].end if sections[i].blocks else -1 for i in group]
         for unit_text, start, end in _pack(units, budget, overlap):
-            touched = [i for i in group if _spans(sections[i], start, end)] or group[:1]
+            touched = group[bisect.bisect_left(lasts, start) : bisect.bisect_right(firsts, end)] or group[:1]
             # Sections under different top headings share no path: the chunk takes its last one's.
             path = shared_path([paths[i] for i in touched]) or paths[touched[-1]]
             embed_heading = next((embed_headings[i] for i in touched if paths[i] == path), None)
@@ -158,7 +162,8 @@ def pack(sections: list[Section], count_tokens: TokenCounter, chunk_tokens: int,
 def shared_path(paths: Sequence[tuple[str, ...]]) -> tuple[str, ...]:
     """The heading path of a chunk that spans sections with these paths: a path that is the start of
     another (a section's parent) lives on in it; of the rest, the headings they all begin with."""
-    kept = [p for p in paths if not any(len(q) > len(p) and q[: len(p)] == p for q in paths)]
+    parents = {q[:n] for q in set(paths) for n in range(len(q))}
+    kept = [p for p in dict.fromkeys(paths) if p not in parents]
     if not kept:
         return ()
     shared = kept[0]
@@ -201,11 +206,6 @@ def _groups(sections: list[Section]) -> list[list[int]]:
     elif current:
         groups.append(current)
     return groups
-
-
-def _spans(section: Section, start: int, end: int) -> bool:
-    """Whether the section has lines in ``start..end`` (0-based, inclusive)."""
-    return bool(section.blocks) and section.blocks[0].start <= end and section.blocks[-1].end >= start
 
 
 def clip_heading_path(path: tuple[str, ...]) -> tuple[str, ...]:

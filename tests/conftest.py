@@ -120,7 +120,7 @@ The zephyrine daemon starts on boot and zephyrine logs go to the journal.
 
 ## Windows
 
-Run the installer and reboot the machine.
+Run the installer and reboot the machine afterwards.
 """
 
 USAGE_MD = """\

@@ -41,7 +41,7 @@ HANDBOOK = {
         "## Setup\n\n"
         f"{_SETUP_LINES}\n\n"
         "## Windows\n\n"
-        "Run the installer and reboot the machine.\n"
+        "Run the installer and reboot the machine afterwards.\n"
     ),
     "guide/usage.md": (
         "# Usage notes\n\nStart the toolkit with a configuration file.\n\n"

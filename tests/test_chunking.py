@@ -40,26 +40,29 @@ def assert_within_budget(doc: Document, chunk_tokens: int) -> None:
         assert tokens(c.embed_text) <= max(chunk_tokens, heading + 16), c
 
 
+# A body long enough to be a section of its own (shorter ones are packed with their neighbours).
+WORDS = "The body of this section has more than eight words in it."
+
 NESTED = """\
 # Guide
 
-Welcome to the guide.
+Welcome to the guide, which explains how to install the toolkit.
 
 ## Install { #install }
 
-Before you start.
+Before you start, check that your system is a supported one.
 
 ### Linux
 
-Run the package manager.
+Run the package manager to install the toolkit and its tools.
 
 ### macOS {.unnumbered}
 
-Use the installer.
+Use the installer from the download page and follow its steps.
 
 ## Usage
 
-Run the tool.
+Run the tool from a terminal with a configuration file.
 """
 
 
@@ -74,12 +77,15 @@ def test_nested_headings_give_heading_paths() -> None:
         "Guide > Usage",
     ]
     assert doc.chunks[2].heading_path == ("Guide", "Install", "Linux")
-    assert doc.chunks[2].embed_text == "Guide > Install > Linux\n### Linux\n\nRun the package manager."
+    assert (
+        doc.chunks[2].embed_text
+        == "Guide > Install > Linux\n### Linux\n\nRun the package manager to install the toolkit and its tools."
+    )
     assert [c.ordinal for c in doc.chunks] == list(range(5))
 
 
 def test_heading_attributes_are_stripped_from_titles() -> None:
-    doc = chunk("# Title { #top }\n\nBody.\n\n## Part {.class}\n\nMore.\n")
+    doc = chunk(f"# Title {{ #top }}\n\n{WORDS}\n\n## Part {{.class}}\n\n{WORDS}\n")
 
     assert doc.title == "Title"
     assert doc.chunks[1].heading_path == ("Title", "Part")
@@ -94,7 +100,7 @@ def test_heading_only_sections_live_on_in_the_sub_section_path() -> None:
 
 
 def test_setext_headings_are_headings() -> None:
-    doc = chunk("Guide\n=====\n\nIntro.\n\nPart\n----\n\nBody.\n")
+    doc = chunk(f"Guide\n=====\n\n{WORDS}\n\nPart\n----\n\n{WORDS}\n")
 
     assert doc.title == "Guide"
     assert [c.heading_path for c in doc.chunks] == [("Guide",), ("Guide", "Part")]
@@ -221,14 +227,14 @@ def test_crlf_gives_the_same_chunks_as_lf() -> None:
 
 
 def test_non_ascii_text_and_headings() -> None:
-    text = "# 安装指南\n\n在 Linux 上安装软件包。🚀 Emoji ok.\n\n## Ünïcödé 🎉\n\nCafé crème brûlée.\n"
+    text = "# 安装指南\n\n在 Linux 上安装软件包。🚀 Emoji ok.\n\n## Ünïcödé 🎉\n\nCafé crème brûlée, déjà vu, naïve façade, Ærøskøbing.\n"
 
     doc = chunk(text)
 
     assert doc.title == "安装指南"
     assert [c.heading for c in doc.chunks] == ["安装指南", "安装指南 > Ünïcödé 🎉"]
     assert "🚀" in doc.chunks[0].text
-    assert doc.chunks[1].text == "## Ünïcödé 🎉\n\nCafé crème brûlée."
+    assert doc.chunks[1].text == "## Ünïcödé 🎉\n\nCafé crème brûlée, déjà vu, naïve façade, Ærøskøbing."
 
 
 def cjk_counter(texts: Sequence[str]) -> list[int]:
@@ -278,7 +284,7 @@ def test_a_pathological_heading_is_chunked_in_one_pass_and_clipped(kilobytes: in
 
 
 def test_a_deep_heading_path_keeps_its_first_and_last_headings() -> None:
-    text = "".join(f"{'#' * (i + 1)} Level {i} " + "x" * 180 + "\n\nbody\n\n" for i in range(6))
+    text = "".join(f"{'#' * (i + 1)} Level {i} " + "x" * 180 + f"\n\n{WORDS}\n\n" for i in range(6))
 
     deepest = chunk(text, chunk_tokens=200, overlap=0).chunks[-1]
 
@@ -339,9 +345,9 @@ def test_every_chunk_of_a_mixed_document_fits() -> None:
 
 def test_rst_titles_become_heading_paths() -> None:
     text = (
-        "=======\nManual\n=======\n\nOverview text.\n\n"
-        "Install\n=======\n\nInstall text.\n\nLinux\n-----\n\nLinux text.\n\n"
-        "Usage\n=====\n\nUsage text.\n"
+        "=======\nManual\n=======\n\nOverview text, long enough to be a section of its own.\n\n"
+        "Install\n=======\n\nInstall text, long enough to be a section of its own.\n\nLinux\n-----\n\nLinux text, long enough to be a section of its own.\n\n"
+        "Usage\n=====\n\nUsage text, long enough to be a section of its own.\n"
     )
 
     doc = chunk(text, file_type=".rst", name="manual.rst")
@@ -355,8 +361,8 @@ def test_rst_titles_become_heading_paths() -> None:
     ]
     for c in doc.chunks:  # line ranges point into the text stored for the document: titles as Markdown
         assert c.text == source_lines(doc.content, c)
-    assert doc.chunks[0].text == "# Manual\n\nOverview text."
-    assert doc.chunks[2].text == "### Linux\n\nLinux text."
+    assert doc.chunks[0].text == "# Manual\n\nOverview text, long enough to be a section of its own."
+    assert doc.chunks[2].text == "### Linux\n\nLinux text, long enough to be a section of its own."
 
 
 def test_txt_is_split_into_paragraphs_without_headings() -> None:
@@ -391,3 +397,76 @@ def test_heading_separator_is_used_in_heading() -> None:
     doc = chunk("# A\n\n## B\n\ntext\n")
 
     assert doc.chunks[0].heading == HEADING_SEPARATOR.join(("A", "B"))
+
+
+# ---------------------------------------------------------------- near-empty sections
+
+PIP_FREEZE = """\
+==========
+pip freeze
+==========
+
+Usage
+=====
+
+.. pip-command-usage:: freeze "python -m pip"
+
+Options
+=======
+
+.. pip-command-options:: freeze
+
+Examples
+========
+
+Generate output suitable for a requirements file, one pinned package a line::
+
+    $ python -m pip freeze
+    docutils==0.11
+"""
+
+
+def test_a_heading_over_a_directive_label_is_packed_with_the_next_section() -> None:
+    doc = chunk(PIP_FREEZE, file_type=".rst", name="pip_freeze.rst", chunk_tokens=120)
+
+    assert len(doc.chunks) == 1
+    only = doc.chunks[0]
+    assert "pip-command-options: freeze" in only.text and "requirements file" in only.text
+    assert only.heading_path == ("pip freeze",)  # the sections it spans are siblings: their parent
+
+
+def test_orphan_metadata_is_not_a_chunk_of_its_own() -> None:
+    text = ":orphan:\n\nAJAX with jQuery\n================\n\nObsolete: see the JavaScript page, which uses fetch instead.\n"
+
+    doc = chunk(text, file_type=".rst", name="jquery.rst")
+
+    assert [c.heading_path for c in doc.chunks] == [("AJAX with jQuery",)]
+    assert "orphan" not in doc.chunks[0].text
+
+
+def test_an_intro_line_joins_the_sub_section_under_its_path_and_a_sparse_tail_joins_the_one_before() -> None:
+    text = f"# API\n\nThe API.\n\n## connect()\n\n{WORDS}\n\n## close()\n\n{WORDS}\n\n## See also\n\nThe guide.\n"
+
+    doc = chunk(text, chunk_tokens=200)
+
+    assert [c.heading_path for c in doc.chunks] == [("API", "connect()"), ("API",)]
+    assert doc.chunks[0].text.startswith("# API\n\nThe API.\n\n## connect()")
+    assert doc.chunks[1].text.endswith("## See also\n\nThe guide.")
+
+
+def test_a_heading_is_not_left_alone_when_the_block_after_it_does_not_fit() -> None:
+    # 56 tokens: the paragraph fits a chunk (57 tokens of body), but not after "## History".
+    paragraph = " ".join(f"The widget changed in release {n} again." for n in range(7))
+    text = f"# Widget\n\n{WORDS}\n\n## History\n\n{paragraph}\n"
+
+    doc = chunk(text, chunk_tokens=60, overlap=0)
+
+    history = next(c for c in doc.chunks if "## History" in c.text)
+    assert "release 0 again." in history.text, [c.text for c in doc.chunks]  # not the heading alone
+    assert_within_budget(doc, 60)
+
+
+def test_code_sections_are_not_folded() -> None:
+    doc = chunk("def a():\n    pass\n\n\ndef b():\n    pass\n", file_type=".py", name="m.py")
+
+    assert [c.heading_path for c in doc.chunks] == [("a",), ("b",)]

@@ -127,7 +127,7 @@ def test_rst_object_directives_of_other_domains_split_a_reference_page() -> None
         "Reference\n=========\n\n.. genex:: $<IF:condition,true_string,false_string>\n\n"
         "  .. versionadded:: 3.8\n\n  Evaluates to true_string if condition is 1.\n\n"
         ".. variable:: CPACK_NUGET_PACKAGE_NAME\n              CPACK_NUGET_<compName>_PACKAGE_NAME\n\n"
-        " The NUGET package name.\n\n.. http:get:: /users/(int:user_id)\n\n   The user's profile.\n"
+        " The NUGET package name, the id of the package in the feed.\n\n.. http:get:: /users/(int:user_id)\n\n   The user's profile, as JSON with the name and email of the user.\n"
     )
 
     paths = {c.heading_path for c in chunk(text, ".rst").chunks}
@@ -265,7 +265,10 @@ def test_html_nested_too_deeply_is_read_up_to_the_deep_part_with_a_note() -> Non
 def test_pdf_pages_outline_and_title() -> None:
     data = ff.pdf_with_outline(
         ff.pdf(
-            [["Quokkas are marsupials.", "They live on Rottnest."], ["Feeding: leaves.", "Water: little."]],
+            [
+                ["Quokkas are small marsupials.", "They live on Rottnest Island near Perth."],
+                ["Feeding: leaves and grasses at night.", "Water: little, from the plants."],
+            ],
             title="Quokka manual",
         ),
         [("Introduction", 0, 1), ("Care", 1, 1), ("Feeding", 1, 2)],
@@ -276,7 +279,7 @@ def test_pdf_pages_outline_and_title() -> None:
     assert doc.title == "Quokka manual"
     by_text = {c.text: c for c in doc.chunks}
     first = next(c for t, c in by_text.items() if "marsupials" in t)
-    second = next(c for t, c in by_text.items() if "Feeding: leaves." in t)
+    second = next(c for t, c in by_text.items() if "Feeding: leaves and" in t)
     assert (first.heading_path, first.pages) == (("Introduction",), (1, 1))
     assert (second.heading_path, second.pages) == (("Care", "Feeding"), (2, 2))
 
@@ -319,11 +322,11 @@ def test_docx_headings_from_localised_styles_title_and_tables() -> None:
         [
             ("title", "Quokka handbook"),
             ("h1", "Feeding"),
-            ("p", "Quokkas eat leaves."),
+            ("p", "Quokkas eat leaves, grasses and shrubs in the evening."),
             ("h2", "Amounts"),
-            ("table", [["Food", "Grams"], ["Leaves", "200"]]),
+            ("table", [["Food", "Grams a day"], ["Leaves", "200"], ["Grasses", "150"]]),
             ("h1", "Housing"),
-            ("p", "Shade matters."),
+            ("p", "Shade matters most on hot summer afternoons in Australia."),
         ]
     )
 
@@ -331,7 +334,7 @@ def test_docx_headings_from_localised_styles_title_and_tables() -> None:
 
     assert doc.title == "Quokka handbook"
     assert [c.heading_path for c in doc.chunks] == [("Feeding",), ("Feeding", "Amounts"), ("Housing",)]
-    assert "Food | Grams\nLeaves | 200" in doc.content
+    assert "Food | Grams a day\nLeaves | 200" in doc.content
 
 
 def _lying_zip(declared: int) -> bytes:

@@ -292,7 +292,7 @@ def test_touching_a_file_changes_nothing(corpus: Path, datasets_dir: Path) -> No
 def test_repeated_text_gets_distinct_chunk_ids(
     tmp_path: Path, datasets_dir: Path, make_registry: Callable[[], Registry]
 ) -> None:
-    same = "## Note\n\nThe same words again."
+    same = "## Note\n\nThe same words again, in both files on purpose."
     source = write_files(tmp_path / "src", {"a.md": f"{same}\n\n{same}\n", "b.md": f"{same}\n"})
 
     report = run(source, datasets_dir, chunk_tokens=16, overlap=0)

@@ -53,7 +53,13 @@ def mixed_folder(root: Path) -> Path:
                 f"<p>{FACTS['page.html'][1]}</p></main></body></html>"
             ),
             "manual.pdf": ff.pdf_with_outline(
-                ff.pdf([["Lumenator manual."], ["Maintenance.", FACTS["manual.pdf"][1]]], title="Lumenator"),
+                ff.pdf(
+                    [
+                        ["The Lumenator manual, for owners of a lumenator lamp."],
+                        ["Maintenance of the lamp.", FACTS["manual.pdf"][1]],
+                    ],
+                    title="Lumenator",
+                ),
                 [("Introduction", 0, 1), ("Maintenance", 1, 1)],
             ),
             "handbook.docx": ff.docx([("h1", "Permits"), ("p", FACTS["handbook.docx"][1])]),

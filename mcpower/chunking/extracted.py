@@ -80,7 +80,7 @@ class TextBuilder:
             self.lines.append("")
         start = len(self.lines)
         self.lines.extend(lines)
-        self._sections[-1].blocks.append(Block("\n".join(lines), start, len(self.lines) - 1, prose))
+        self._sections[-1].blocks.append(Block("\n".join(lines), start, len(self.lines) - 1, prose, not body))
         if body:
             self._has_body[-1] = True
 

@@ -6,6 +6,12 @@
   cookie and consent banners (an id or class naming cookie, consent or gdpr); ``<header>`` and
   ``<footer>`` are page chrome under ``<body>`` but kept inside ``<main>``/``<article>`` (an
   article's header holds its title);
+- page furniture of generated sites (Sphinx, MkDocs, rustdoc, Node's docs): buttons (``<button>``,
+  ``role=button``), permalink markers (a link to ``#...`` whose text is one or two symbols, such as
+  ``¶``, ``§``, ``#``), links that run script (``javascript:``), links that only say "Skip to
+  content", "Edit on GitHub", "Edit this page", "Copy" ..., and elements whose id or class names
+  copy, clipboard, skip, edit-this/edit-page, headerlink or permalink; also inside headings, code
+  and tables;
 - h1-h6 give the heading path; ``<pre>`` stays whole; a table becomes one line per row;
 - title: ``<title>``, else the first ``<h1>``.
 
@@ -28,8 +34,17 @@ _DROP_TAGS = frozenset(
     | {"select", "object", "embed", "canvas", "dialog", "head"}
 )
 _CHROME_TAGS = frozenset({"header", "footer"})
-_DROP_ROLES = frozenset({"navigation", "banner", "contentinfo", "search", "dialog", "complementary"})
+_DROP_ROLES = frozenset({"navigation", "banner", "contentinfo", "search", "dialog", "complementary", "button"})
 _BANNER = re.compile(r"cookie|consent|gdpr", re.I)
+# Ids and class names of furniture, matched where a word starts ("copybtn", "md-skip", "edit-this-page").
+_FURNITURE = re.compile(
+    r"(?:^|[\s_-])(?:copy(?!right)|clipboard|headerlink|permalink|skip(?!ped)|edit-?(?:this|page|link|on))", re.I
+)
+# What a link that is page furniture says, all of it.
+_FURNITURE_LINKS = frozenset(
+    {"skip to content", "skip to main content", "skip navigation", "edit on github", "edit on gitlab"}
+    | {"edit this page", "view page source", "show source", "copy", "copy to clipboard", "copy link"}
+)
 _HEADINGS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
 # Elements that end the running paragraph.
 _BLOCKS = frozenset(
@@ -72,6 +87,18 @@ def extract(data: bytes) -> Parsed:
     return builder.build(title or None, notes)
 
 
+def _furniture_link(el: Any) -> bool:
+    """A permalink marker (``<a href="#id">¶</a>``), a link that runs script, or one that only says
+    what page furniture says."""
+    href = (el.get("href") or "").strip()
+    if href.lower().startswith("javascript:"):
+        return True
+    text = " ".join(el.text_content().split())
+    if href.startswith("#") and len(text) <= 2 and not any(c.isalnum() for c in text):
+        return True
+    return text.lower() in _FURNITURE_LINKS
+
+
 def _text(el: Any) -> str:
     return " ".join(el.text_content().split()) if el is not None else ""
 
@@ -96,7 +123,10 @@ class _Walker(TextBuilder):
             return True
         if el.get("hidden") is not None or (el.get("aria-hidden") or "").lower() == "true":
             return True
-        return bool(_BANNER.search(f"{el.get('id', '')} {el.get('class', '')}"))
+        names = f"{el.get('id', '')} {el.get('class', '')}"
+        if _BANNER.search(names) or _FURNITURE.search(names):
+            return True
+        return tag == "a" and _furniture_link(el)
 
     def walk(self) -> None:
         import lxml.etree
@@ -131,12 +161,34 @@ class _Walker(TextBuilder):
     def whole(self, el: Any, tag: str) -> None:
         """A heading, a <pre> or a table: read at once."""
         if tag in _HEADINGS:
-            self.heading(_HEADINGS[tag], el.text_content())
+            self.heading(_HEADINGS[tag], self.text_of(el))
         elif tag == "pre":
-            self.code(el.text_content())
+            self.code(self.text_of(el))
         else:
             rows = [
-                [" ".join(" ".join(cell.itertext()).split()) for cell in tr if cell.tag in ("td", "th")]
+                [" ".join(self.text_of(cell, " ").split()) for cell in tr if cell.tag in ("td", "th")]
                 for tr in el.iter("tr")
             ]
             self.table(rows)
+
+    def text_of(self, root: Any, between: str = "") -> str:
+        """The text of ``root`` less its dropped elements (a permalink in a heading, a copy button in
+        a code block); ``between`` goes between elements."""
+        import lxml.etree
+
+        out: list[str] = []
+        skip = 0
+        for event, el in lxml.etree.iterwalk(root, events=("start", "end")):
+            if event == "start":
+                if skip or (el is not root and (not isinstance(el.tag, str) or self.dropped(el, el.tag.lower()))):
+                    skip += 1
+                else:
+                    out.append(el.text or "")
+                continue
+            if skip:
+                skip -= 1
+                if skip:
+                    continue
+            if el is not root:
+                out.append(between + (el.tail or ""))
+        return "".join(out)

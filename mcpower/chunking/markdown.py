@@ -4,6 +4,9 @@ headings; code fences and tables are blocks of their own, kept whole when they f
 Extensions are kept as the text they are: admonitions (``!!! note``, ``??? tip``, content tabs
 ``=== "Tab"``, whose indented body CommonMark takes for code, is read as prose), ``:::`` and
 ``///`` blocks (paragraphs), MDX components and imports (HTML blocks and paragraphs).
+
+HTML comments (``<!-- YAML added: v1.2 -->`` in Node's docs, editors' notes) are not text: they are
+left out of chunks and headings, except in code, where they are the code's own.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ _md = MarkdownIt("commonmark").enable("table").disable("inline")
 # The first line of an admonition or a content tab (mkdocs-material, Python-Markdown): its body is
 # indented four spaces, which CommonMark parses as an indented code block.
 _ADMONITION = re.compile(r"(?:!!!|\?\?\?\+?|===)[ \t]")
+# Blocks whose HTML comments are left out: everything but code.
+_CODE = frozenset({"fence", "code_block"})
 
 
 def strip_attributes(heading: str) -> str:
@@ -35,6 +40,21 @@ def strip_attributes(heading: str) -> str:
     if start >= 0 and _ATTRS.fullmatch(heading, start):
         return heading[:start].rstrip()
     return heading
+
+
+def strip_comments(text: str) -> str:
+    """``text`` without its HTML comments (an unclosed one runs to the end); a comment's line breaks
+    stay, so the lines after it keep their numbers."""
+    out: list[str] = []
+    at = 0
+    while (start := text.find("<!--", at)) >= 0:
+        end = text.find("-->", start + 4)
+        out.append(text[at:start])
+        stop = len(text) if end < 0 else end + 3
+        out.append("\n" * text.count("\n", start, stop))
+        at = stop
+    out.append(text[at:])
+    return "".join(out)
 
 
 def parse(text: str) -> Parsed:
@@ -60,7 +80,7 @@ def parse(text: str) -> Parsed:
             admonition = False
         if tok.type == "heading_open":
             level = int(tok.tag[1])
-            raw = tokens[i + 1].content if i + 1 < len(tokens) else ""
+            raw = strip_comments(tokens[i + 1].content) if i + 1 < len(tokens) else ""
             title = strip_attributes(" ".join(raw.split()))
             if level == 1 and h1 is None and title:
                 h1 = title
@@ -68,11 +88,13 @@ def parse(text: str) -> Parsed:
             sections.append(Section(tuple(t for _, t in path), [], has_body=False))
         # Setext headings span two lines; everything else is its own block.
         block = "\n".join(lines[start : end + 1]).strip("\n")
+        if tok.type not in _CODE and not (admonition and tok.type == "code_block") and "<!--" in block:
+            block = strip_comments(block)
         if block.strip():
             prose = tok.type in ("paragraph_open", "blockquote_open", "html_block") or (
                 admonition and tok.type == "code_block"
             )
-            sections[-1].blocks.append(Block(block, start, end, prose))
+            sections[-1].blocks.append(Block(block, start, end, prose, tok.type == "heading_open"))
             if tok.type != "heading_open" and not sections[-1].has_body:
                 sections[-1] = Section(sections[-1].heading_path, sections[-1].blocks)
         i += 1

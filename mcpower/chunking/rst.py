@@ -74,6 +74,8 @@ _LITERAL = frozenset(
     {"code-block", "sourcecode", "doctest", "testcode", "testoutput", "testsetup", "testcleanup"}
     | {"productionlist", "jupyter-execute", "ipython", "prompt"}
 )
+# Sphinx's file-wide metadata (a field list before the first section): says nothing about the text.
+_METADATA = frozenset({"orphan", "nocomments", "nosearch", "tocdepth"})
 _TITLE_TARGET = re.compile(r"^(.+?)\s*<([^<>]+)>$", re.S)
 
 
@@ -244,6 +246,8 @@ def _render(doc: Any) -> Parsed:
             continue
         if isinstance(node, skipped) or (isinstance(node, nodes.topic) and "contents" in node["classes"]):
             continue
+        if isinstance(node, nodes.field_list) and level == 0 and _metadata(node):
+            continue
         if isinstance(node, nodes.section) and node.children and isinstance(node[0], nodes.title):
             text = " ".join(node[0].astext().split())
             title = title or (text if level == 0 else None)
@@ -261,6 +265,12 @@ def _render(doc: Any) -> Parsed:
         else:
             stack.extend(reversed(list(_children(node, level, prefix))))
     return builder.build(title)
+
+
+def _metadata(fields: Any) -> bool:
+    """Whether a field list is Sphinx's file-wide metadata (``:orphan:``, ``:tocdepth: 2`` ...)."""
+    names = [" ".join(field[0].astext().split()).lower() for field in fields.children if field.children]
+    return bool(names) and all(name in _METADATA for name in names)
 
 
 def _children(node: Any, level: int, prefix: str) -> Iterator[tuple[Any, int, str]]:

@@ -6,10 +6,18 @@ chunks of at most ``chunk_tokens`` model tokens (heading path included): a block
 whole; a bigger one is cut at lines, then sentences, then runs of words. Consecutive chunks of one
 section overlap by whole units (lines or sentences). Token counts come from the embedding model's
 own tokenizer, so a chunk is never longer than what the model reads.
+
+In a document with headings, a section whose body (its blocks less its heading lines) has fewer
+than MIN_SECTION_WORDS words is not a chunk of its own: a heading over a label, a directive's name
+or one short line says nothing a search can use, and scores high exactly because it says nothing
+else. It is packed with the sections after it (the last one with the section before it), and a
+chunk that spans sections carries the heading path they share (:func:`shared_path`). Source code
+(whose sections are definitions, with no heading lines) and plain text are packed as they are.
 """
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -25,6 +33,12 @@ MAX_HEADING_TOKENS = 48
 MAX_HEADING_CHARS = 200
 MAX_HEADING_PATH_CHARS = 512
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+")
+# A section with fewer words than this in its body is packed with its neighbours.
+MIN_SECTION_WORDS = 8
+# A word: a run of letters and digits, or one character of a script written without spaces (Thai,
+# CJK), each of which counts as a word.
+_NO_SPACES = "\u0e00-\u0e7f\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff"
+_WORD = re.compile(f"[{_NO_SPACES}]|[^\\W{_NO_SPACES}]+")
 
 
 class UnreadableError(ValueError):
@@ -40,6 +54,7 @@ class Block:
     start: int  # 0-based line
     end: int  # 0-based line, inclusive
     prose: bool  # may be cut between sentences (else only between lines)
+    heading: bool = False  # a heading line (not counted as the section's body)
 
 
 @dataclass(frozen=True)
@@ -98,10 +113,15 @@ class _Unit:
     start: int  # 0-based line
     end: int  # 0-based line, inclusive
     tokens: int
+    heading: bool = False  # a heading line
+    # A whole block's lines or sentences, used when the block does not fit after a chunk's start
+    # that would otherwise be a chunk of a heading or a label on its own.
+    parts: tuple[_Unit, ...] = ()
 
 
 def pack(sections: list[Section], count_tokens: TokenCounter, chunk_tokens: int, overlap: int) -> list[Chunk]:
-    """Cut ``sections`` into chunks of at most ``chunk_tokens`` tokens, heading path included."""
+    """Cut ``sections`` into chunks of at most ``chunk_tokens`` tokens, heading path included;
+    sections with almost no body are packed with their neighbours (the module's docstring)."""
     # One tokenizer call per document (each call has a fixed cost): every heading path, then every
     # block's pieces.
     paths = [clip_heading_path(s.heading_path) for s in sections]
@@ -110,20 +130,82 @@ def pack(sections: list[Section], count_tokens: TokenCounter, chunk_tokens: int,
     flat = [text for section_pieces in pieces for block_pieces in section_pieces for text, _ in block_pieces]
     counts = iter(count_tokens(headings + flat) if sections else [])
     heading_counts = [next(counts) for _ in headings]
+    piece_counts = [
+        [[next(counts) for _ in block_pieces] for block_pieces in section_pieces] for section_pieces in pieces
+    ]
+    budgets = [max(chunk_tokens - min(n, MAX_HEADING_TOKENS), 16) for n in heading_counts]
+    embed_headings = [_cut_heading(h, n, count_tokens) for h, n in zip(headings, heading_counts)]
     chunks: list[Chunk] = []
-    for section, path, heading, heading_tokens, section_pieces in zip(
-        sections, paths, headings, heading_counts, pieces
-    ):
-        embed_heading = _cut_heading(heading, heading_tokens, count_tokens)
-        budget = max(chunk_tokens - min(heading_tokens, MAX_HEADING_TOKENS), 16)
+    for group in _groups(sections):
+        budget = min(budgets[i] for i in group)
         units = [
             unit
-            for block, block_pieces in zip(section.blocks, section_pieces)
-            for unit in _units(block, block_pieces, [next(counts) for _ in block_pieces], count_tokens, budget)
+            for i in group
+            for block, block_pieces, block_counts in zip(sections[i].blocks, pieces[i], piece_counts[i])
+            for unit in _units(block, block_pieces, block_counts, count_tokens, budget)
         ]
+        # The sections of a group are consecutive: the ones a chunk spans are found by bisection.
+        firsts = [sections[i].blocks[0].start if sections[i].blocks else -1 for i in group]
+        lasts = [sections[i].blocks[-1].end if sections[i].blocks else -1 for i in group]
         for unit_text, start, end in _pack(units, budget, overlap):
+            touched = group[bisect.bisect_left(lasts, start) : bisect.bisect_right(firsts, end)] or group[:1]
+            # Sections under different top headings share no path: the chunk takes its last one's.
+            path = shared_path([paths[i] for i in touched]) or paths[touched[-1]]
+            embed_heading = next((embed_headings[i] for i in touched if paths[i] == path), None)
+            if path not in [paths[i] for i in touched] and any(embed_headings[i] for i in touched):
+                heading = HEADING_SEPARATOR.join(path)  # a shorter path than any it came from
+                embed_heading = _cut_heading(heading, count_tokens([heading])[0], count_tokens)
             chunks.append(Chunk(unit_text, path, start + 1, end + 1, len(chunks), embed_heading))
     return chunks
+
+
+def shared_path(paths: Sequence[tuple[str, ...]]) -> tuple[str, ...]:
+    """The heading path of a chunk that spans sections with these paths: a path that is the start of
+    another (a section's parent) lives on in it; of the rest, the headings they all begin with."""
+    parents = {q[:n] for q in set(paths) for n in range(len(q))}
+    kept = [p for p in dict.fromkeys(paths) if p not in parents]
+    if not kept:
+        return ()
+    shared = kept[0]
+    for p in kept[1:]:
+        n = 0
+        while n < min(len(shared), len(p)) and shared[n] == p[n]:
+            n += 1
+        shared = shared[:n]
+    return shared
+
+
+def body_words(section: Section, limit: int = MIN_SECTION_WORDS) -> int:
+    """The words in a section's blocks other than its heading lines, counted up to ``limit``."""
+    n = 0
+    for block in section.blocks:
+        if block.heading:
+            continue
+        for _ in _WORD.finditer(block.text):
+            n += 1
+            if n >= limit:
+                return n
+    return n
+
+
+def _groups(sections: list[Section]) -> list[list[int]]:
+    """The sections (indices) packed together: in a document with heading lines, each section with
+    MIN_SECTION_WORDS words of body and the sparse ones right before it; a sparse tail joins the
+    group before."""
+    if not any(block.heading for section in sections for block in section.blocks):
+        return [[i] for i in range(len(sections))]
+    groups: list[list[int]] = []
+    current: list[int] = []
+    for i, section in enumerate(sections):
+        current.append(i)
+        if body_words(section) >= MIN_SECTION_WORDS:
+            groups.append(current)
+            current = []
+    if current and groups:
+        groups[-1].extend(current)
+    elif current:
+        groups.append(current)
+    return groups
 
 
 def clip_heading_path(path: tuple[str, ...]) -> tuple[str, ...]:
@@ -174,7 +256,8 @@ def _units(
     """
     text, start, end = block.text, block.start, block.end
     if sum(counts) <= budget:
-        return [_Unit(text, start, end, sum(counts))]
+        parts = tuple(_Unit(p, line_no, line_no, n) for (p, line_no), n in zip(pieces, counts))
+        return [_Unit(text, start, end, sum(counts), block.heading, parts if len(parts) > 1 else ())]
     out: list[_Unit] = []
     for (piece, line_no), n in zip(pieces, counts):
         if n <= budget:
@@ -225,8 +308,13 @@ def _pack(units: list[_Unit], budget: int, overlap: int) -> list[tuple[str, int,
     chunks: list[tuple[str, int, int]] = []
     cur: list[_Unit] = []
     cur_tokens = 0
-    for unit in units:
+    pending = list(reversed(units))
+    while pending:
+        unit = pending.pop()
         if cur and cur_tokens + unit.tokens > budget:
+            if unit.parts and _sparse(cur):  # fill the chunk with the block's first lines or sentences
+                pending.extend(reversed(unit.parts))
+                continue
             chunks.append(_join(cur))
             carry: list[_Unit] = []
             carried = 0
@@ -241,6 +329,12 @@ def _pack(units: list[_Unit], budget: int, overlap: int) -> list[tuple[str, int,
     if cur:
         chunks.append(_join(cur))
     return chunks
+
+
+def _sparse(units: list[_Unit]) -> bool:
+    """Whether the units are headings and fewer than MIN_SECTION_WORDS words of body."""
+    body = [unit for unit in units if not unit.heading]
+    return body_words(Section((), [Block(u.text, u.start, u.end, False) for u in body])) < MIN_SECTION_WORDS
 
 
 def _join(units: list[_Unit]) -> tuple[str, int, int]:

@@ -78,9 +78,10 @@ CHANGELOG_PATH = re.compile(
     r"migrat\w*|porting\w*)(/|\.|$)",
     re.IGNORECASE,
 )
-# A question about a version or a change, when its file does not say ("kind": "version").
+# A question about a version or a change, when its file marks none ("kind": "version"); "change" alone
+# is left out: "how do I change the title" is not about a change.
 VERSION_QUESTION = re.compile(
-    r"\b(version|versions|changed?|changes|changelog|release[sd]?|new in|deprecat\w*|removed|upgrad\w*|"
+    r"\b(version|versions|changed|changes|changelog|release[sd]?|new in|deprecat\w*|removed|upgrad\w*|"
     r"migrat\w*|v?\d+\.\d+(\.\d+)?)\b",
     re.IGNORECASE,
 )
@@ -130,11 +131,10 @@ def load_set(name: str) -> tuple[dict[str, str], dict[str, dict[str, float]], se
         if line.strip():
             row = json.loads(line)
             kinds[str(row.get("_id", row.get("id")))] = row.get("kind")
-    version = {
-        q
-        for q, text in queries.items()
-        if kinds.get(q) == "version" or (kinds.get(q) is None and VERSION_QUESTION.search(text))
-    }
+    if any(kinds.values()):  # the file marks its questions: trust it
+        version = {q for q in queries if kinds.get(q) == "version"}
+    else:
+        version = {q for q, text in queries.items() if VERSION_QUESTION.search(text)}
     return queries, qrels, version
 
 
@@ -198,6 +198,7 @@ def top_facts(
     answered: list[float] = []
     unanswered: list[float] = []
     seconds: list[float] = []
+    tops: dict[str, list[str]] = {}  # question -> its top 5 (paths as returned), to compare runs
     for qid, text in queries.items():
         judged = qrels.get(qid, {})
         started = time.perf_counter()
@@ -205,6 +206,7 @@ def top_facts(
         seconds.append(time.perf_counter() - started)
         docs = _unique(judged_key(r.path, judged) for r in response.results)
         distinct.append(len(docs))
+        tops[qid] = [f"{r.path}:{r.lines.start}-{r.lines.end}" for r in response.results]
         relevant = {d for d, g in judged.items() if g > 0}
         best = response.results[0].score if response.results else 0.0
         if relevant:
@@ -227,6 +229,7 @@ def top_facts(
         "changelog@5": _mean(changelog),
         "no_answer_auroc": auroc(answered, unanswered),
         "search_ms_mean": round(1000 * sum(seconds) / max(len(seconds), 1), 1),
+        "top5": tops,
     }
 
 

@@ -71,6 +71,7 @@ QUICK_QUERIES = 15
 # MIN_SECTION_WORDS (issue 20 item 2).
 NEAR_EMPTY_WORDS = 8
 _WORD = re.compile(r"\w+")
+_ATTRIBUTES = re.compile(r"\s*\{[^{}]*\}\s*$")
 # Pages that record changes rather than document the feature: changelogs, release notes, news,
 # porting / upgrade / migration guides, by file or folder name.
 CHANGELOG_PATH = re.compile(
@@ -109,7 +110,8 @@ def body_words(text: str, heading_path: str) -> int:
 
 
 def _norm(line: str) -> str:
-    return " ".join(_WORD.findall(line.lower()))
+    """A line's words, lower-cased, without a Markdown heading's attribute list (``{ #anchor }``)."""
+    return " ".join(_WORD.findall(_ATTRIBUTES.sub("", line).lower()))
 
 
 def auroc(positive: list[float], negative: list[float]) -> float | None:

@@ -42,6 +42,7 @@ def test_a_sphinx_source_copy_counts_as_its_page(bench: ModuleType) -> None:
 def test_near_empty_counts_words_without_the_heading_lines(bench: ModuleType) -> None:
     assert bench.body_words("## Options¶\n\npip-command-options: freeze", "Freeze > Options¶") == 4
     assert bench.body_words("orphan", "") == 1
+    assert bench.body_words("## Headings { #headings }\n\n//// tab | Test", "LLM test file > Headings") == 2
     text = "## Running\n\nThe only required argument tells it how to load your application."
     assert bench.body_words(text, "Waitress > Running") == 11
     # A heading's words elsewhere in the text still count.

@@ -27,12 +27,12 @@ import re
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
+from mcpower.chunking.counting import TokenCounter
 from mcpower.chunking.sections import (
     HEADING_SEPARATOR,
     MAX_HEADING_TOKENS,
     Chunk,
     Parsed,
-    TokenCounter,
     UnreadableError,
     pack,
 )

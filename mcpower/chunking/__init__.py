@@ -27,12 +27,12 @@ import re
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
+from mcpower.chunking.counting import TokenCounter
 from mcpower.chunking.sections import (
     HEADING_SEPARATOR,
     MAX_HEADING_TOKENS,
     Chunk,
     Parsed,
-    TokenCounter,
     UnreadableError,
     pack,
 )
@@ -115,7 +115,11 @@ SNIFF_CHARS = 256 * 1024
 # repeated at least as long) ...
 _RST_TITLE = re.compile(r"^([^\s].*)\n([=\-~^\"'`#*+:.<>_])\2{2,}[ \t]*$", re.M)
 # ... and explicit markup: a directive, a link target, a substitution, a role, or a literal block's "::".
-_RST_MARKUP = re.compile(r"^\.\. (?:[\w:-]+::|_[^:\n]+:|\|[^|\n]+\|)|:[\w:+-]+:`[^`\n]+`|::[ \t]*$", re.M)
+# A role is tried only where a run of name characters starts (the lookbehind): tried at every ":",
+# ":[\w:+-]+:`" read the rest of the run each time (20 s for 40,000 ":" after a title).
+_RST_MARKUP = re.compile(
+    r"^\.\. (?:[\w:-]+::|_[^:\n]+:|\|[^|\n]+\|)|(?<![\w:+-])[\w+-]*:[\w:+-]+:`[^`\n]+`|::[ \t]*$", re.M
+)
 
 
 @dataclass(frozen=True)

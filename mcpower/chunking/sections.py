@@ -5,7 +5,8 @@ a heading path and the blocks under it, each block with its line range. The pack
 chunks of at most ``chunk_tokens`` model tokens (heading path included): a block that fits stays
 whole; a bigger one is cut at lines, then sentences, then runs of words. Consecutive chunks of one
 section overlap by whole units (lines or sentences). Token counts come from the embedding model's
-own tokenizer, so a chunk is never longer than what the model reads.
+own tokenizer, so a chunk is never longer than what the model reads; it is given bounded pieces
+of the document at a time (counting.py), so that counting takes a small multiple of its size.
 
 In a document with headings, a section whose body (its blocks less its heading lines) has fewer
 than MIN_SECTION_WORDS words is not a chunk of its own: a heading over a label, a directive's name
@@ -18,11 +19,12 @@ chunk that spans sections carries the heading path they share (:func:`shared_pat
 from __future__ import annotations
 
 import bisect
+import itertools
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-TokenCounter = Callable[[Sequence[str]], list[int]]
+from mcpower.chunking.counting import TokenCounter, bounded, counted, counted_words
 
 HEADING_SEPARATOR = " > "
 # Heading paths longer than this many tokens are cut so they cannot crowd the body out of the window.
@@ -122,28 +124,22 @@ class _Unit:
 def pack(sections: list[Section], count_tokens: TokenCounter, chunk_tokens: int, overlap: int) -> list[Chunk]:
     """Cut ``sections`` into chunks of at most ``chunk_tokens`` tokens, heading path included;
     sections with almost no body are packed with their neighbours (the module's docstring)."""
-    # One tokenizer call per document (each call has a fixed cost): every heading path, then every
-    # block's pieces.
+    count_tokens = bounded(count_tokens)
     paths = [clip_heading_path(s.heading_path) for s in sections]
     headings = [HEADING_SEPARATOR.join(p) for p in paths]
-    pieces = [[_pieces(block) for block in s.blocks] for s in sections]
-    flat = [text for section_pieces in pieces for block_pieces in section_pieces for text, _ in block_pieces]
-    counts = iter(count_tokens(headings + flat) if sections else [])
-    heading_counts = [next(counts) for _ in headings]
-    piece_counts = [
-        [[next(counts) for _ in block_pieces] for block_pieces in section_pieces] for section_pieces in pieces
-    ]
+    # Every heading path, then every block's pieces (a None after each block's), counted in order as
+    # the packing reads them, in as few tokenizer calls as counting.py allows: one for most documents
+    # (each call has a fixed cost), a batch at a time for a big one.
+    pieces = counted(itertools.chain(((h, 0) for h in headings), _all_pieces(sections)), count_tokens)
+    heading_counts = [item[2] for item in itertools.islice(pieces, len(headings)) if item is not None]
     budgets = [max(chunk_tokens - min(n, MAX_HEADING_TOKENS), 16) for n in heading_counts]
     embed_headings = [_cut_heading(h, n, count_tokens) for h, n in zip(headings, heading_counts)]
     chunks: list[Chunk] = []
     for group in _groups(sections):
         budget = min(budgets[i] for i in group)
-        units = [
-            unit
-            for i in group
-            for block, block_pieces, block_counts in zip(sections[i].blocks, pieces[i], piece_counts[i])
-            for unit in _units(block, block_pieces, block_counts, count_tokens, budget)
-        ]
+        units = (
+            unit for i in group for block in sections[i].blocks for unit in _units(block, pieces, count_tokens, budget)
+        )
         # The sections of a group are consecutive: the ones a chunk spans are found by bisection.
         firsts = [sections[i].blocks[0].start if sections[i].blocks else -1 for i in group]
         lasts = [sections[i].blocks[-1].end if sections[i].blocks else -1 for i in group]
@@ -231,49 +227,71 @@ def _cut_heading(heading: str, tokens: int, count_tokens: TokenCounter) -> str |
     return fits[-1] if fits else heading[:MAX_HEADING_TOKENS]
 
 
-def _pieces(block: Block) -> list[tuple[str, int]]:
-    """(text, line) of a block's lines, or of its sentences if it is prose."""
-    text, start, prose = block.text, block.start, block.prose
-    out: list[tuple[str, int]] = []
-    for offset, line in enumerate(text.split("\n")):
-        parts = _SENTENCE_END.split(line) if prose else [line]
-        out.extend((p, start + offset) for p in parts if p.strip())
-    return out
+def _all_pieces(sections: list[Section]) -> Iterator[tuple[str, int] | None]:
+    for section in sections:
+        for block in section.blocks:
+            yield from _pieces(block)
+            yield None
+
+
+def _pieces(block: Block) -> Iterator[tuple[str, int]]:
+    """(text, line) of a block's lines, or of its sentences if it is prose, one at a time."""
+    text, prose = block.text, block.prose
+    begin = 0
+    for line_no in itertools.count(block.start):
+        end = text.find("\n", begin)
+        line = text[begin:] if end < 0 else text[begin:end]
+        for part in _sentences(line) if prose else (line,):
+            if part and not part.isspace():
+                yield part, line_no
+        if end < 0:
+            return
+        begin = end + 1
+
+
+def _sentences(line: str) -> Iterator[str]:
+    """``_SENTENCE_END.split(line)``, one at a time."""
+    begin = 0
+    for m in _SENTENCE_END.finditer(line):
+        yield line[begin : m.start()]
+        begin = m.end()
+    yield line[begin:]
 
 
 def _units(
-    block: Block,
-    pieces: list[tuple[str, int]],
-    counts: list[int],
-    count_tokens: TokenCounter,
-    budget: int,
-) -> list[_Unit]:
+    block: Block, pieces: Iterator[tuple[str, int, int] | None], count_tokens: TokenCounter, budget: int
+) -> Iterator[_Unit]:
     """A block that fits stays whole; a bigger one becomes lines, then sentences, then word runs.
+    Its pieces and their tokens are read from ``pieces``, up to the None that ends them.
 
     The block's tokens are the sum of its pieces' tokens: pieces are cut at whitespace, across
     which the model's tokenizer (WordPiece; BPE and SentencePiece up to their word-start marker)
     never makes a token.
     """
-    text, start, end = block.text, block.start, block.end
-    if sum(counts) <= budget:
-        parts = tuple(_Unit(p, line_no, line_no, n) for (p, line_no), n in zip(pieces, counts))
-        return [_Unit(text, start, end, sum(counts), block.heading, parts if len(parts) > 1 else ())]
-    out: list[_Unit] = []
-    for (piece, line_no), n in zip(pieces, counts):
-        if n <= budget:
-            out.append(_Unit(piece, line_no, line_no, n))
-        else:
-            out.extend(_word_runs(piece, line_no, count_tokens, budget))
-    return out
+    held: list[tuple[str, int, int]] | None = []  # the pieces so far, while the block may fit whole
+    tokens = 0
+    while (piece := next(pieces)) is not None:
+        if held is not None:
+            held.append(piece)
+            tokens += piece[2]
+            if tokens <= budget:
+                continue
+        for text, line_no, n in held or (piece,):
+            if n <= budget:
+                yield _Unit(text, line_no, line_no, n)
+            else:
+                yield from _word_runs(text, line_no, count_tokens, budget)
+        held = None
+    if held is not None:
+        parts = tuple(_Unit(p, line_no, line_no, n) for p, line_no, n in held)
+        yield _Unit(block.text, block.start, block.end, tokens, block.heading, parts if len(parts) > 1 else ())
 
 
 def _word_runs(text: str, line_no: int, count_tokens: TokenCounter, budget: int) -> list[_Unit]:
-    words = text.split(" ")
-    counts = count_tokens(words)
     runs: list[_Unit] = []
     cur: list[str] = []
     cur_tokens = 0
-    for word, n in zip(words, counts):
+    for word, n in counted_words(text, count_tokens):
         if n > budget and not word.isascii():
             # Text written without spaces (Chinese, Japanese, Thai): keep all of it, in slices that fit.
             if cur:
@@ -304,13 +322,13 @@ def _slices(word: str, count_tokens: TokenCounter, budget: int) -> list[tuple[st
         step = max(1, step // 2)
 
 
-def _pack(units: list[_Unit], budget: int, overlap: int) -> list[tuple[str, int, int]]:
+def _pack(units: Iterable[_Unit], budget: int, overlap: int) -> list[tuple[str, int, int]]:
     chunks: list[tuple[str, int, int]] = []
     cur: list[_Unit] = []
     cur_tokens = 0
-    pending = list(reversed(units))
-    while pending:
-        unit = pending.pop()
+    source = iter(units)
+    pending: list[_Unit] = []  # a block's parts, put back to be packed one by one
+    while (unit := pending.pop() if pending else next(source, None)) is not None:
         if cur and cur_tokens + unit.tokens > budget:
             if unit.parts and _sparse(cur):  # fill the chunk with the block's first lines or sentences
                 pending.extend(reversed(unit.parts))
@@ -321,9 +339,9 @@ def _pack(units: list[_Unit], budget: int, overlap: int) -> list[tuple[str, int,
             for prev in reversed(cur):  # whole units from the end, up to `overlap` tokens
                 if carried + prev.tokens > overlap or carried + prev.tokens + unit.tokens > budget:
                     break
-                carry.insert(0, prev)
+                carry.append(prev)  # (insert(0) made a run of units without tokens quadratic)
                 carried += prev.tokens
-            cur, cur_tokens = carry, carried
+            cur, cur_tokens = carry[::-1], carried
         cur.append(unit)
         cur_tokens += unit.tokens
     if cur:

@@ -88,6 +88,17 @@ def test_http_lines_run_through_a_shell_with_the_token_from_the_environment(tmp_
     assert argv[-2:] == ["--header", "Authorization: Bearer s3cret"]  # the shell filled the placeholder in
 
 
+def test_the_http_inspector_line_that_sends_the_token_pins_an_inspector_with_header() -> None:
+    """Unpinned, npx installs Inspector 0.15 on Node 20, which has no --header and stops with "Arguments
+    cannot be passed to a URL-based MCP server" (seen running the printed line from a fresh clone)."""
+    args = ["serve", "--http", "--print-config", "inspector"]
+    with_token = CliRunner().invoke(app, args, env={"MCPOWER_TOKEN": "t" * 32})
+    assert with_token.exit_code == 0, with_token.output
+    assert with_token.stdout.startswith("npx @modelcontextprotocol/inspector@0.22.0 --cli http://127.0.0.1:8765/mcp ")
+    package = json.loads((Path(__file__).parent / "clients" / "inspector" / "package.json").read_text(encoding="utf-8"))
+    assert package["dependencies"]["@modelcontextprotocol/inspector"] == "0.22.0"  # the version the tests run
+
+
 def test_the_printed_command_starts_this_mcpower_even_from_python_dash_m(tmp_path: Path) -> None:
     """`python -m mcpower serve --print-config claude-desktop`: the command it prints is executable
     (not __main__.py) and starts a server that answers initialize."""

@@ -15,6 +15,9 @@ from mcpower.errors import McpowerError
 
 CLIENTS = ("claude-desktop", "claude-code", "vscode", "cursor", "inspector")
 INSPECTOR = "npx @modelcontextprotocol/inspector"
+# A line that sends the token needs --header (Inspector 0.16+); on Node 20 an unpinned npx installs 0.15, and
+# 0.22.0 is the newest that runs there (and on Node 22): the version tests/clients/inspector pins.
+INSPECTOR_WITH_HEADER = "npx @modelcontextprotocol/inspector@0.22.0"
 
 
 @dataclass(frozen=True)
@@ -98,10 +101,11 @@ def http_client_config(client: str, host: str, port: int, token: bool, allow_hos
     url = http_url(host, port, allow_hosts)
     header = f"Bearer {TOKEN_PLACEHOLDERS[client]}"
     if client in ("claude-code", "inspector"):  # a shell command; "$MCPOWER_TOKEN" is expanded by the shell
+        inspector = (INSPECTOR_WITH_HEADER if token else INSPECTOR).split()
         words = (
             ["claude", "mcp", "add", "--transport", "http", "mcpower", url]
             if client == "claude-code"
-            else [*INSPECTOR.split(), "--cli", url, "--transport", "http", "--method", "tools/list"]
+            else [*inspector, "--cli", url, "--transport", "http", "--method", "tools/list"]
         )
         line = shlex.join(words)
         return line + (f' --header "Authorization: {header}"' if token else "")

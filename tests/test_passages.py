@@ -13,6 +13,7 @@ from mcpower.defaults import DEFAULT_PER_DOCUMENT
 from mcpower.errors import InvalidQueryError
 from mcpower.ingestion import IngestOptions, ingest
 from mcpower.passages import GROUP_FACTOR, GROUP_GROWTH, GROUP_ROUNDS, best_passages, group_hits
+from mcpower.ranking import across_datasets
 from mcpower.registry import Registry
 from mcpower.results import SearchResult
 from mcpower.search import get_source, resolve, search
@@ -201,3 +202,52 @@ def test_a_budget_cuts_the_grouped_list_and_the_next_page_goes_on(cookies: Regis
     rest = search(cookies, query, dataset="web", top_k=5, mode="keyword", offset=cut.meta.next_offset)
     ids = [r.result_id for r in cut.results] + [r.result_id for r in rest.results]
     assert ids[:5] == [r.result_id for r in whole.results]
+
+
+# ---------------------------------------------------------------- one ranking across datasets
+
+
+@pytest.fixture
+def small_and_large(tmp_path: Path, datasets_dir: Path, make_registry: Callable[[], Registry]) -> Registry:
+    """A small dataset about the question, whose every page says its words (so they weigh little there),
+    and a large one where those words are rare (so its weak matches score higher)."""
+    small = {
+        f"page{n}.md": f"# Page {n}\n\nThe server and its tools: what the server does with tools, {n}.\n"
+        for n in range(5)
+    }
+    small["tools.md"] = "# Tools\n\nWhich tools does the server offer? Three tools: search, fetch and list.\n"
+    large = {f"doc{n:03}.md": f"# Doc {n}\n\n" + " ".join(f"word{n}x{i}" for i in range(30)) + "\n" for n in range(150)}
+    large |= {f"doc{n:03}.md": f"# Doc {n}\n\nServer offer: a server on offer, word{n} tools.\n" for n in range(12)}
+    for name, files in (("small", small), ("large", large)):
+        ingest(
+            write_files(tmp_path / name, files), datasets_dir, IngestOptions(dataset_id=name), embedder=FakeEmbedder()
+        )
+    return make_registry()
+
+
+def test_the_best_answer_of_a_small_dataset_is_not_buried(small_and_large: Registry) -> None:
+    query = "which tools does the server offer"
+    small = search(small_and_large, query, dataset="small", top_k=5).results
+    large = search(small_and_large, query, dataset="large", top_k=20).results
+    answer = small[0]
+    assert answer.path == "tools.md"
+    assert sum(r.score > answer.score for r in large) >= 10  # by score alone it would be 11th or later
+
+    both = search(small_and_large, query, top_k=5)
+
+    assert [(r.dataset, r.path) for r in both.results[:2]] == [("large", large[0].path), ("small", "tools.md")]
+    # Each result keeps its own score; each dataset's results keep their order; the flag is unchanged.
+    assert both.results[1].score == answer.score
+    for name, alone in (("small", small), ("large", large)):
+        ours = [r.result_id for r in both.results if r.dataset == name]
+        assert ours == [r.result_id for r in alone][: len(ours)]
+    assert both.meta.low_confidence is (max(large[0].score, answer.score) < 0.30)
+
+
+def test_a_dataset_where_nothing_matches_is_not_lifted() -> None:
+    line = 0.30  # hybrid's low-confidence line
+    # A dataset's weak best (under the line) ranks below another dataset's confident second result.
+    assert across_datasets("hybrid", 0.2, 0.2) < across_datasets("hybrid", 0.4, 0.5)
+    # Above the line, a dataset's best is lifted to meet the others' bests.
+    assert across_datasets("hybrid", 0.35, 0.35) > across_datasets("hybrid", 0.45, 0.6)
+    assert across_datasets("hybrid", line, line) == pytest.approx((line + 1) / 2)

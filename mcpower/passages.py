@@ -19,7 +19,6 @@ docs/search.md explains the choice of default; benchmarks/distinct.py measures i
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from mcpower.defaults import DEFAULT_PER_DOCUMENT, MAX_PER_DOCUMENT
@@ -30,34 +29,31 @@ Group = Literal["passages", "none"]
 GROUPS: tuple[Group, ...] = ("passages", "none")
 
 
-@dataclass
 class Passage:
-    """Adjacent or overlapping ranked chunks of one document, named and scored by the best of them."""
+    """Adjacent or overlapping ranked chunks of one section, named and scored by the best of them."""
 
-    best: ChunkHit
-    score: float
-    chunks: list[ChunkHit] = field(default_factory=list)  # best first, then in the order they joined
+    __slots__ = ("best", "chunks", "end_line", "first", "last", "score", "start_line")
 
-    @property
-    def start_line(self) -> int:
-        return min(c.start_line for c in self.chunks)
+    def __init__(self, best: ChunkHit, score: float) -> None:
+        self.best, self.score = best, score
+        self.chunks = [best]  # best first, then in the order they joined
+        self.first, self.last = best.ordinal, best.ordinal  # positions in the document
+        self.start_line, self.end_line = best.start_line, best.end_line
 
-    @property
-    def end_line(self) -> int:
-        return max(c.end_line for c in self.chunks)
-
-    @property
-    def pages(self) -> tuple[int, int] | None:
-        starts = [c.page_start for c in self.chunks if c.page_start is not None]
-        ends = [c.page_end for c in self.chunks if c.page_end is not None]
-        return (min(starts), max(ends)) if starts and ends else None
+    def add(self, chunks: list[ChunkHit]) -> None:
+        self.chunks += chunks
+        self.first, self.last = (
+            min(self.first, *(c.ordinal for c in chunks)),
+            max(self.last, *(c.ordinal for c in chunks)),
+        )
+        self.start_line = min(self.start_line, *(c.start_line for c in chunks))
+        self.end_line = max(self.end_line, *(c.end_line for c in chunks))
 
     def touches(self, hit: ChunkHit) -> bool:
         """Whether ``hit`` (of the same document) is of the passage's section and follows, precedes or
         overlaps it."""
-        ordinals = [c.ordinal for c in self.chunks]
         return hit.heading_path == self.best.heading_path and (
-            min(ordinals) - 1 <= hit.ordinal <= max(ordinals) + 1
+            self.first - 1 <= hit.ordinal <= self.last + 1
             or (hit.start_line <= self.end_line + 1 and self.start_line <= hit.end_line + 1)
         )
 
@@ -88,29 +84,43 @@ def group_hits(ranked: list[tuple[ChunkHit, float]], group: Group, per_document:
     passages of its document into one merges them, at the better one's rank; a chunk that touches no
     passage of a document already at its cap is left out.
     """
-    out: list[Passage] = []
-    by_doc: dict[int, list[Passage]] = {}
-    for hit, score in ranked:
-        mine = by_doc.setdefault(hit.document_id, [])
-        near = [p for p in mine if p.touches(hit)] if group == "passages" else []
-        if not near:
-            if per_document is None or len(mine) < per_document:
-                p = Passage(hit, score, [hit])
-                mine.append(p)
-                out.append(p)
-            continue
-        first, *rest = near  # in rank order: `mine` is appended to as passages are made
-        first.chunks.append(hit)
-        for other in rest:  # the chunk bridges passages: they become one
-            first.chunks.extend(other.chunks)
-            mine.remove(other)
-            out.remove(other)
-    return out
+    return _Grouping(group, per_document).feed(ranked)
 
 
-# Grouping ranks GROUP_FACTOR chunks per wanted passage; while that leaves too few passages (one
-# document filling the candidates) and the candidates are not exhausted, it ranks GROUP_GROWTH times
-# as many, at most GROUP_ROUNDS times: the last round ranks 48 times as many chunks as the first.
+class _Grouping:
+    """group_hits as a fold, so that a longer ranking with the same start only feeds its new chunks."""
+
+    def __init__(self, group: Group, per_document: int | None) -> None:
+        self.group, self.per_document = group, per_document
+        self.out: list[Passage] = []
+        self.by_doc: dict[int, list[Passage]] = {}
+        self.fed = 0
+
+    def feed(self, ranked: list[tuple[ChunkHit, float]]) -> list[Passage]:
+        for hit, score in ranked[self.fed :]:
+            mine = self.by_doc.setdefault(hit.document_id, [])
+            near = [p for p in mine if p.touches(hit)] if self.group == "passages" else []
+            if not near:
+                if self.per_document is None or len(mine) < self.per_document:
+                    p = Passage(hit, score)
+                    mine.append(p)
+                    self.out.append(p)
+                continue
+            first, *rest = near  # in rank order: `mine` is appended to as passages are made
+            first.add([hit])
+            for other in rest:  # the chunk bridges passages: they become one
+                first.add(other.chunks)
+                mine.remove(other)
+                self.out.remove(other)
+        self.fed = max(self.fed, len(ranked))
+        return self.out
+
+
+# Grouping ranks GROUP_FACTOR chunks per wanted passage, from the usual candidates: on documentation
+# the 3k best chunks hold k passages for about three questions in four (half hold them in 2k, one in
+# ten needs more than 4k). While too few come of them, it ranks every candidate, then GROUP_GROWTH
+# times as many candidates, at most GROUP_ROUNDS times: 16 times as deep at most. Chunks already
+# fetched and candidates already scored are reused (search._Sides).
 GROUP_FACTOR, GROUP_GROWTH, GROUP_ROUNDS = 3, 4, 2
 
 
@@ -125,17 +135,22 @@ def best_passages(
 ) -> list[Passage]:
     """The best ``want`` passages of one dataset, from its ranked chunks (``rank``).
 
-    Grouping and the cap leave chunks out, so GROUP_FACTOR times as many chunks are ranked, from as
-    many candidates (at least ``min_candidates``), and more while too few passages come of them.
-    Raw chunks without a cap rank ``want`` chunks, as an ungrouped search always did.
+    Grouping and the cap leave chunks out, so more chunks are ranked while too few passages come of
+    them (the steps above). Raw chunks without a cap rank ``want`` chunks, as an ungrouped search
+    always did.
     """
     if group == "none" and per_document is None:
         return group_hits(rank(want), group, None)
-    chunks, candidates = want * GROUP_FACTOR, max(want * GROUP_FACTOR, min_candidates)
-    for round_ in range(GROUP_ROUNDS + 1):
-        ranked = rank(chunks, candidates=candidates)
-        passages = group_hits(ranked, group, per_document)
-        if len(passages) >= want or len(ranked) < chunks or round_ == GROUP_ROUNDS:
+    candidates = max(want * GROUP_FACTOR, min_candidates)
+    steps = [(want * GROUP_FACTOR, candidates)]
+    steps += [(candidates * GROUP_GROWTH**r, candidates * GROUP_GROWTH**r) for r in range(GROUP_ROUNDS + 1)]
+    grouping, scored = _Grouping(group, per_document), candidates
+    for chunks, depth in steps:
+        ranked = rank(chunks, candidates=depth)
+        if depth != scored:  # more candidates rank anew: start over
+            grouping, scored = _Grouping(group, per_document), depth
+        passages = grouping.feed(ranked)
+        # Fewer chunks than candidates ranked, with as many candidates on each side: none are left.
+        if len(passages) >= want or (len(ranked) < chunks and chunks == depth):
             break
-        chunks, candidates = chunks * GROUP_GROWTH, candidates * GROUP_GROWTH
     return passages[:want]

@@ -11,9 +11,11 @@ A search of every dataset merges their results by a score calibrated per dataset
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mcpower.defaults import DEFAULT_TOP_K
 from mcpower.defaults import MAX_OFFSET as MAX_OFFSET  # importable from here, as before
@@ -57,8 +59,12 @@ from mcpower.results import (
     fit_results,
 )
 from mcpower.results import MIN_SNIPPET_CHARS as MIN_SNIPPET_CHARS  # importable from here, as before
-from mcpower.store import MAX_CHUNK_ID, ChunkHit, Store
+from mcpower.store import MAX_CHUNK_ID, ChunkHit, KeywordMatches, Store
 from mcpower.terms import query_terms
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
 
 SCOPES = ("chunk", "neighbors", "section")
 
@@ -141,7 +147,7 @@ def search(
     terms = query_terms(q)
     for store in stores:
         # Equal scores keep their store's order (by chunk id; by raw cosine for semantic scores clipped to 0).
-        rank_at = partial(_search_store, registry, store, q, mode=m, filters=filters)
+        rank_at = partial(_search_store, registry, store, q, mode=m, filters=filters, sides=_Sides())
         passages = best_passages(rank_at, depth, MIN_CANDIDATES, *grouping)
         best = passages[0].score if passages else 0.0
         for rank, p in enumerate(passages):  # across datasets, by scores made comparable (ranking.py)
@@ -193,6 +199,16 @@ def rank_paths(registry: Registry, query: str, dataset: str, depth: int, mode: s
     return [hit.path for hit, _ in ranked]
 
 
+@dataclass
+class _Sides:
+    """What one store's search computes once per query, however deep grouping ranks (passages.py)."""
+
+    matches: KeywordMatches | None = None
+    qvec: NDArray[np.float32] | None = None
+    fused: dict[int, list[tuple[int, float]]] = field(default_factory=dict)  # by candidates per side
+    hits: dict[int, ChunkHit] = field(default_factory=dict)
+
+
 def _search_store(
     registry: Registry,
     store: Store,
@@ -201,16 +217,24 @@ def _search_store(
     mode: Mode,
     filters: SearchFilters | None,
     candidates: int | None = None,  # per side; by default CANDIDATE_FACTOR k, at least MIN_CANDIDATES
+    sides: _Sides | None = None,
 ) -> list[tuple[ChunkHit, float]]:
+    sides = sides if sides is not None else _Sides()
     depth = candidates or max(k * CANDIDATE_FACTOR, MIN_CANDIDATES)
     where = filters if filters is not None and filters.active else None
+    if depth in sides.fused:  # deeper into candidates already scored: no new search
+        return _hits(store, sides, sides.fused[depth][:k])
     cosines: dict[int, float] = {}
     # One keyword pass scores every match: the top `depth` are the keyword candidates, and the
     # rest answer the BM25 of the semantic candidates.
-    matches = store.keyword(q, where) if mode != "semantic" else None
+    if sides.matches is None and mode != "semantic":
+        sides.matches = store.keyword(q, where)
+    matches = sides.matches
     bm25s = dict(matches.top(depth)) if matches is not None else {}
     if mode != "keyword":
-        qvec = registry.embedder_for(store.info).embed_query(q)
+        if sides.qvec is None:
+            sides.qvec = registry.embedder_for(store.info).embed_query(q)
+        qvec = sides.qvec
         cosines = dict(store.semantic(qvec, depth, where))
         if matches is not None:
             # Score every candidate on both sides, so fusion never guesses a missing score.
@@ -219,8 +243,13 @@ def _search_store(
                 vecs = store.vectors(missing)
                 cosines.update(zip(missing, (vecs @ qvec).tolist()))
             bm25s.update(matches.scores_of(cosines))
-    ranked = fuse(mode, cosines, bm25s)[:k]
-    hits = store.chunks([i for i, _ in ranked])
+    ranked = sides.fused[depth] = fuse(mode, cosines, bm25s)
+    return _hits(store, sides, ranked[:k])
+
+
+def _hits(store: Store, sides: _Sides, ranked: list[tuple[int, float]]) -> list[tuple[ChunkHit, float]]:
+    sides.hits.update(store.chunks([i for i, _ in ranked if i not in sides.hits]))
+    hits = sides.hits
     return [(hits[i], s) for i, s in ranked if i in hits]  # ids a damaged index invented are dropped
 
 

@@ -103,7 +103,7 @@ def test_group_none_keeps_raw_chunks() -> None:
 
 
 def test_grouping_ranks_more_chunks_while_one_document_fills_them() -> None:
-    # 200 ranked chunks: the first 150 are distant places of one document, then ten other documents.
+    # 200 ranked chunks: the first 150 are distant places of one document, then fifty other documents.
     pool = [(chunk(1, 2 * n, (10 * n, 10 * n + 5)), 1.0 - n / 1000) for n in range(150)]
     pool += [(chunk(10 + n, 0, (1, 5)), 0.5 - n / 100) for n in range(50)]
     calls: list[tuple[int, int | None]] = []
@@ -115,11 +115,26 @@ def test_grouping_ranks_more_chunks_while_one_document_fills_them() -> None:
     passages = best_passages(rank, 5, 50, "passages", 2)
 
     assert [p.best.document_id for p in passages] == [1, 1, 10, 11, 12]
-    assert calls == [(15, 50), (60, 200), (240, 800)]  # grown twice: 15 chunks, then 60, then 240
-    assert GROUP_FACTOR * GROUP_GROWTH**GROUP_ROUNDS * 5 == 240  # the bound: rounds end there
+    # 15 chunks of the usual 50 candidates, then all 50, then 4 times as many candidates.
+    assert calls == [(15, 50), (50, 50), (200, 200)]
+    assert len(best_passages(rank, 5, 50, "none", None)) == 5 and calls[-1] == (5, None)
+
+
+def test_growing_is_bounded_and_stops_when_the_candidates_run_out() -> None:
+    one_document = [(chunk(1, 2 * n, (10 * n, 10 * n + 5)), 1.0 - n / 10**5) for n in range(10**4)]
+    calls: list[int] = []
+
+    def rank(k: int, candidates: int | None = None) -> list[tuple[ChunkHit, float]]:
+        calls.append(k)
+        return one_document[:k]
+
+    assert len(best_passages(rank, 5, 50, "passages", 2)) == 2
+    assert calls == [15, 50, 200, 800]  # GROUP_ROUNDS growths of GROUP_GROWTH: 16 times the candidates
+    assert (GROUP_GROWTH, GROUP_ROUNDS, GROUP_FACTOR) == (4, 2, 3)
+    del one_document[20:]
     calls.clear()
-    assert len(best_passages(lambda k, candidates=None: pool[: min(k, 20)], 5, 50, "passages", 2)) == 2
-    assert len(best_passages(rank, 5, 50, "none", None)) == 5 and calls == [(5, None)]
+    assert len(best_passages(rank, 5, 50, "passages", 2)) == 2
+    assert calls == [15, 50]  # 20 chunks from 50 candidates a side: there are no more
 
 
 @pytest.mark.parametrize(("group", "per_document"), [("chunks", None), ("", 2), ("passages", 0), ("none", True)])

@@ -115,8 +115,8 @@ def test_grouping_ranks_more_chunks_while_one_document_fills_them() -> None:
     passages = best_passages(rank, 5, 50, "passages", 2)
 
     assert [p.best.document_id for p in passages] == [1, 1, 10, 11, 12]
-    # 15 chunks of the usual 50 candidates, then all 50, then 4 times as many candidates.
-    assert calls == [(15, 50), (50, 50), (200, 200)]
+    # 5 chunks of the usual 50 candidates, then 10, 15, all 50, then 4 times as many candidates.
+    assert calls == [(5, 50), (10, 50), (15, 50), (50, 50), (200, 200)]
     assert len(best_passages(rank, 5, 50, "none", None)) == 5 and calls[-1] == (5, None)
 
 
@@ -129,12 +129,12 @@ def test_growing_is_bounded_and_stops_when_the_candidates_run_out() -> None:
         return one_document[:k]
 
     assert len(best_passages(rank, 5, 50, "passages", 2)) == 2
-    assert calls == [15, 50, 200, 800]  # GROUP_ROUNDS growths of GROUP_GROWTH: 16 times the candidates
+    assert calls == [5, 10, 15, 50, 200, 800]  # GROUP_ROUNDS growths of GROUP_GROWTH: 16 times the candidates
     assert (GROUP_GROWTH, GROUP_ROUNDS, GROUP_FACTOR) == (4, 2, 3)
     del one_document[20:]
     calls.clear()
     assert len(best_passages(rank, 5, 50, "passages", 2)) == 2
-    assert calls == [15, 50]  # 20 chunks from 50 candidates a side: there are no more
+    assert calls == [5, 10, 15, 50]  # 20 chunks from 50 candidates a side: there are no more
 
 
 @pytest.mark.parametrize(("group", "per_document"), [("chunks", None), ("", 2), ("passages", 0), ("none", True)])

@@ -68,3 +68,8 @@ def is_model_path(name: str) -> bool:
 # Bounds of a search's arguments, here so the CLI can check its flags without importing the search code.
 MAX_TOP_K = 100  # results per call: more is a crawl, not a search
 MAX_OFFSET = 1000  # deepest result a page may start at: every page re-ranks offset + top_k candidates
+# Results one document may take in a grouped answer by default: two (not one) lets a document show a
+# second, separate place that matches, while a top 5 still spans three documents or more
+# (benchmarks/distinct.py and docs/search.md measure it).
+DEFAULT_PER_DOCUMENT = 2
+MAX_PER_DOCUMENT = 100

@@ -87,6 +87,21 @@ def fuse(mode: Mode, cosines: dict[int, float], bm25s: dict[int, float]) -> list
     return sorted(scored.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
+def across_datasets(mode: Mode, score: float, best: float) -> float:
+    """The key a result of one dataset ranks by among several datasets' results: the mean of its score
+    and its score relative to its dataset's best for the query (that best counted as at least the
+    mode's low-confidence line, so a dataset where nothing matches is not lifted).
+
+    Scores of different datasets are not comparable as they stand: BM25 weighs a word by its rarity in
+    its own dataset, so a small dataset about the question, where the question's words are common,
+    scores below a large one where they are rare. The relative half puts each dataset's best near the
+    top; the absolute half keeps the order by score among datasets that match alike. Within a dataset
+    the key keeps the order of the scores, and each result keeps its own score (docs/search.md,
+    benchmarks/distinct.py).
+    """
+    return (score + score / max(best, LOW_CONFIDENCE[mode])) / 2
+
+
 def is_low_confidence(mode: Mode, best: float | None) -> bool:
     return best is None or best < LOW_CONFIDENCE[mode]
 

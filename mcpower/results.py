@@ -9,7 +9,7 @@ import re
 from collections.abc import Callable
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 
 Mode = Literal["hybrid", "semantic", "keyword"]
 MODES: tuple[Mode, ...] = ("hybrid", "semantic", "keyword")
@@ -276,3 +276,51 @@ def _longest_prefix(text: str, fits: Callable[[str], bool]) -> str:
 def clip_chars(text: str, max_chars: int) -> str:
     """``text`` cut to ``max_chars`` characters, the cut marked with an ellipsis."""
     return text if len(text) <= max_chars else text[: max_chars - 1] + "…"
+
+
+# The shortest snippet a result keeps while a response is shrunk to fit its budget.
+MIN_SNIPPET_CHARS = 64
+_RESULT = TypeAdapter(SearchResult)
+
+
+def fit_results(
+    results_of: Callable[[int], list[SearchResult]],
+    snippet_chars: int,
+    max_bytes: int | None,
+    max_tokens: int | None,
+    meta: SearchMeta,
+) -> tuple[list[SearchResult], bool]:
+    """The results (``results_of`` a snippet length), shortened to fit the budgets; and whether
+    anything was cut.
+
+    Long or multi-byte chunks: shorter snippets, then fewer results (never none), until the results
+    take at most ``max_bytes`` as JSON and the whole response at most ``max_tokens`` (estimated).
+    """
+    if max_bytes is None and max_tokens is None:
+        return results_of(snippet_chars), False
+
+    def build(chars: int) -> tuple[list[SearchResult], list[int], list[int]]:
+        results = results_of(chars)
+        dumped = [_RESULT.dump_json(r) for r in results]
+        tokens = [estimate_tokens(d.decode()) for d in dumped] if max_tokens is not None else []
+        return results, [len(d) for d in dumped], tokens
+
+    # The response around the results, with every field the budget may add, is a fixed cost.
+    frame = SearchMeta(**{**meta.model_dump(), "truncated": True, "next_offset": 10**6, "estimated_tokens": 10**6})
+    envelope = estimate_tokens(SearchResponse(status="empty", meta=frame).model_dump_json())
+
+    def fits(sizes: list[int], tokens: list[int], n: int) -> bool:
+        json_bytes = sum(sizes[:n]) + max(n - 1, 0) + 2  # "[a,b]"
+        return (max_bytes is None or json_bytes <= max_bytes) and (
+            max_tokens is None or envelope + sum(tokens[:n]) + n <= max_tokens
+        )
+
+    chars = snippet_chars
+    results, sizes, tokens = build(chars)
+    while not fits(sizes, tokens, len(results)) and chars > MIN_SNIPPET_CHARS:
+        chars //= 2
+        results, sizes, tokens = build(chars)
+    n = len(results)
+    while n > 1 and not fits(sizes, tokens, n):
+        n -= 1
+    return results[:n], chars < snippet_chars or n < len(results)

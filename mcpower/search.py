@@ -3,16 +3,19 @@ result id (get_source, get_metadata). Works over any store through the Store int
 
 A search of one dataset takes candidates from both sides (vector and keyword), scores every
 candidate on both, fuses the scores (ranking.py) and cuts the top k; filters apply inside both
-candidate lists, before the top k. A search of every dataset merges their results by score.
+candidate lists, before the top k. Ranked chunks are then grouped into passages
+(passages.py) before the top k is cut, so a result is one place, not one of its overlapping chunks.
+A search of every dataset merges their results by a score calibrated per dataset (ranking.py).
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import partial
 from pathlib import Path
-
-from pydantic import TypeAdapter
+from typing import TYPE_CHECKING
 
 from mcpower.defaults import DEFAULT_TOP_K
 from mcpower.defaults import MAX_OFFSET as MAX_OFFSET  # importable from here, as before
@@ -24,10 +27,12 @@ from mcpower.errors import (
     ResultNotFoundError,
 )
 from mcpower.manifest import MAX_ID_CHARS, is_valid_id
+from mcpower.passages import Passage, best_passages, validate_grouping
 from mcpower.priors import apply_priors
 from mcpower.ranking import (
     CANDIDATE_FACTOR,
     MIN_CANDIDATES,
+    across_datasets,
     best_snippet,
     fuse,
     is_low_confidence,
@@ -52,14 +57,17 @@ from mcpower.results import (
     clip_json,
     clip_json_tokens,
     estimate_tokens,
+    fit_results,
 )
-from mcpower.store import MAX_CHUNK_ID, ChunkHit, Store
+from mcpower.results import MIN_SNIPPET_CHARS as MIN_SNIPPET_CHARS  # importable from here, as before
+from mcpower.store import MAX_CHUNK_ID, ChunkHit, KeywordMatches, Store
 from mcpower.terms import query_terms
 
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
 SCOPES = ("chunk", "neighbors", "section")
-# The shortest snippet a result keeps while a response is shrunk to fit its budget.
-MIN_SNIPPET_CHARS = 64
-_RESULT = TypeAdapter(SearchResult)
 
 
 def search(
@@ -75,6 +83,8 @@ def search(
     max_tokens: int | None = None,
     offset: int | None = None,
     priors: bool = True,
+    group: str = "passages",
+    per_document: int | None = None,
 ) -> SearchResponse:
     """Search one dataset, or every ready dataset when ``dataset`` is None, and merge.
 
@@ -83,8 +93,11 @@ def search(
     (a plain search answers as it did before pages existed). With ``max_bytes`` (the results as JSON)
     or ``max_tokens`` (the whole response, estimated by results.estimate_tokens), the answer is made
     to fit: snippets shortened first, then results left out (one result always stays), and
-    ``meta.truncated`` says so. With ``priors`` (the default), change notes rank below the pages that
-    document a feature, unless the question is about versions or changes (priors.py).
+    ``meta.truncated`` says so. ``group`` "passages" merges adjacent chunks of a document into one
+    result and ``per_document`` caps the results of one document (passages.py); "none" returns raw
+    chunks. Pages and budgets count grouped results. With ``priors`` (the default), change notes rank
+    below the pages that document a feature, unless the question is about versions or changes
+    (priors.py).
 
     Raises:
         InvalidQueryError, InvalidTopKError, DatasetNotFoundError, DatasetUnavailableError,
@@ -103,6 +116,7 @@ def search(
         raise InvalidQueryError(f"offset must be a whole number from 0 to {MAX_OFFSET}, got {str(offset)[:20]}")
     if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1):
         raise InvalidQueryError(f"max_tokens must be a positive whole number, got {str(max_tokens)[:20]}")
+    grouping = validate_grouping(group, per_document)
     if m != "keyword":
         registry.prefetch_embedder(dataset)
     notes: list[str] = []
@@ -133,18 +147,21 @@ def search(
         else max((s.info.default_top_k for s in stores), default=DEFAULT_TOP_K)
     )
     depth = offset + k + 1 if paging else k  # one more tells whether there is a next page
-    merged: list[tuple[float, str, int, ChunkHit]] = []
+    merged: list[tuple[float, str, int, Passage]] = []
     terms = query_terms(q)
     for store in stores:
         # Equal scores keep their store's order (by chunk id; by raw cosine for semantic scores clipped to 0).
-        for rank, (chunk, score) in enumerate(_search_store(registry, store, q, depth, m, filters, priors)):
-            merged.append((score, store.info.id, rank, chunk))
+        rank_at = partial(_search_store, registry, store, q, mode=m, filters=filters, sides=_Sides(), priors=priors)
+        passages = best_passages(rank_at, depth, MIN_CANDIDATES, *grouping)
+        best = passages[0].score if passages else 0.0
+        for rank, p in enumerate(passages):  # across datasets, by scores made comparable (ranking.py)
+            merged.append((p.score if len(stores) == 1 else across_datasets(m, p.score, best), store.info.id, rank, p))
     merged.sort(key=lambda t: (-t[0], t[1], t[2]))
-    ranked = [(store_id, hit, score) for score, store_id, _, hit in merged if score >= min_score]
+    ranked = [(store_id, p) for _, store_id, _, p in merged if p.score >= min_score]
     sources = {s.info.id: s.info.source for s in stores}
     picked = [
-        (store_id, hit, score, registry.freshness.why(sources[store_id], hit.path, hit.size, hit.mtime))
-        for store_id, hit, score in ranked[offset : offset + k]
+        (store_id, p, registry.freshness.why(sources[store_id], p.best.path, p.best.size, p.best.mtime))
+        for store_id, p in ranked[offset : offset + k]
     ]
     meta = SearchMeta(
         datasets=[s.info.id for s in stores],
@@ -152,13 +169,19 @@ def search(
         limit=k,
         count=0,
         duration_ms=0.0,
-        low_confidence=is_low_confidence(m, merged[0][0] if merged else None),
+        low_confidence=is_low_confidence(m, max((p.score for *_, p in merged), default=None)),
         min_score=min_score,
         notes=notes,
         offset=offset if paging else None,
         next_offset=offset + len(picked) if len(ranked) > offset + len(picked) and paging else None,
     )
-    results, cut = _fit(picked, terms, snippet_chars, max_bytes, max_tokens, meta)
+    results, cut = fit_results(
+        lambda chars: [_result(store_id, p, terms, chars, stale) for store_id, p, stale in picked],
+        snippet_chars,
+        max_bytes,
+        max_tokens,
+        meta,
+    )
     if cut:
         meta.truncated = True
         meta.next_offset = offset + len(results)
@@ -173,74 +196,52 @@ def search(
     return response
 
 
-def _fit(
-    picked: list[tuple[str, ChunkHit, float, str]],  # (dataset, hit, score, why it is stale or "")
-    terms: list[str],
-    snippet_chars: int,
-    max_bytes: int | None,
-    max_tokens: int | None,
-    meta: SearchMeta,
-) -> tuple[list[SearchResult], bool]:
-    """The results of ``picked``, shortened to fit the budgets; and whether anything was cut.
-
-    Long or multi-byte chunks: shorter snippets, then fewer results (never none), until the results
-    take at most ``max_bytes`` as JSON and the whole response at most ``max_tokens`` (estimated).
-    """
-
-    def results_of(chars: int) -> list[SearchResult]:
-        return [_result(store_id, hit, score, terms, chars, stale) for store_id, hit, score, stale in picked]
-
-    if max_bytes is None and max_tokens is None:
-        return results_of(snippet_chars), False
-
-    def build(chars: int) -> tuple[list[SearchResult], list[int], list[int]]:
-        results = results_of(chars)
-        dumped = [_RESULT.dump_json(r) for r in results]
-        tokens = [estimate_tokens(d.decode()) for d in dumped] if max_tokens is not None else []
-        return results, [len(d) for d in dumped], tokens
-
-    # The response around the results, with every field the budget may add, is a fixed cost.
-    frame = SearchMeta(**{**meta.model_dump(), "truncated": True, "next_offset": 10**6, "estimated_tokens": 10**6})
-    envelope = estimate_tokens(SearchResponse(status="empty", meta=frame).model_dump_json())
-
-    def fits(sizes: list[int], tokens: list[int], n: int) -> bool:
-        json_bytes = sum(sizes[:n]) + max(n - 1, 0) + 2  # "[a,b]"
-        return (max_bytes is None or json_bytes <= max_bytes) and (
-            max_tokens is None or envelope + sum(tokens[:n]) + n <= max_tokens
-        )
-
-    chars = snippet_chars
-    results, sizes, tokens = build(chars)
-    while not fits(sizes, tokens, len(results)) and chars > MIN_SNIPPET_CHARS:
-        chars //= 2
-        results, sizes, tokens = build(chars)
-    n = len(results)
-    while n > 1 and not fits(sizes, tokens, n):
-        n -= 1
-    return results[:n], chars < snippet_chars or n < len(results)
-
-
 def rank_paths(
     registry: Registry, query: str, dataset: str, depth: int, mode: str = "hybrid", priors: bool = True
 ) -> list[str]:
     """Document paths of the best ``depth`` chunks, best first; for evaluation (no 100 cap, no snippets)."""
     store = registry.store(dataset)
-    ranked = _search_store(registry, store, validate_query(query), depth, validate_mode(mode), None, priors)
+    ranked = _search_store(registry, store, validate_query(query), depth, validate_mode(mode), None, priors=priors)
     return [hit.path for hit, _ in ranked]
 
 
+@dataclass
+class _Sides:
+    """What one store's search computes once per query, however deep grouping ranks (passages.py)."""
+
+    matches: KeywordMatches | None = None
+    qvec: NDArray[np.float32] | None = None
+    fused: dict[int, list[tuple[int, float]]] = field(default_factory=dict)  # by candidates per side
+    hits: dict[int, ChunkHit] = field(default_factory=dict)
+
+
 def _search_store(
-    registry: Registry, store: Store, q: str, k: int, mode: Mode, filters: SearchFilters | None, priors: bool = True
+    registry: Registry,
+    store: Store,
+    q: str,
+    k: int,
+    mode: Mode,
+    filters: SearchFilters | None,
+    candidates: int | None = None,  # per side; by default CANDIDATE_FACTOR k, at least MIN_CANDIDATES
+    sides: _Sides | None = None,
+    priors: bool = True,
 ) -> list[tuple[ChunkHit, float]]:
-    depth = max(k * CANDIDATE_FACTOR, MIN_CANDIDATES)
+    sides = sides if sides is not None else _Sides()
+    depth = candidates or max(k * CANDIDATE_FACTOR, MIN_CANDIDATES)
     where = filters if filters is not None and filters.active else None
+    if depth in sides.fused:  # deeper into candidates already scored: no new search
+        return _hits(store, sides, sides.fused[depth], q, k, priors)
     cosines: dict[int, float] = {}
     # One keyword pass scores every match: the top `depth` are the keyword candidates, and the
     # rest answer the BM25 of the semantic candidates.
-    matches = store.keyword(q, where) if mode != "semantic" else None
+    if sides.matches is None and mode != "semantic":
+        sides.matches = store.keyword(q, where)
+    matches = sides.matches
     bm25s = dict(matches.top(depth)) if matches is not None else {}
     if mode != "keyword":
-        qvec = registry.embedder_for(store.info).embed_query(q)
+        if sides.qvec is None:
+            sides.qvec = registry.embedder_for(store.info).embed_query(q)
+        qvec = sides.qvec
         cosines = dict(store.semantic(qvec, depth, where))
         if matches is not None:
             # Score every candidate on both sides, so fusion never guesses a missing score.
@@ -249,8 +250,21 @@ def _search_store(
                 vecs = store.vectors(missing)
                 cosines.update(zip(missing, (vecs @ qvec).tolist()))
             bm25s.update(matches.scores_of(cosines))
-    # Change notes below the pages that document a feature (priors.py); ids a damaged index invented are dropped.
-    return apply_priors(fuse(mode, cosines, bm25s), store.chunks, q, k, priors)
+    ranked = sides.fused[depth] = fuse(mode, cosines, bm25s)
+    return _hits(store, sides, ranked, q, k, priors)
+
+
+def _hits(
+    store: Store, sides: _Sides, ranked: list[tuple[int, float]], q: str, k: int, priors: bool
+) -> list[tuple[ChunkHit, float]]:
+    """The best ``k`` of ``ranked`` as chunks, change notes below the pages that document a feature
+    (priors.py); chunks fetched once per query, ids a damaged index invented dropped."""
+
+    def fetch(ids: list[int]) -> dict[int, ChunkHit]:
+        sides.hits.update(store.chunks([i for i in ids if i not in sides.hits]))
+        return {i: sides.hits[i] for i in ids if i in sides.hits}
+
+    return apply_priors(ranked, fetch, q, k, priors)
 
 
 # ---------------------------------------------------------------- result ids and lookups
@@ -385,20 +399,19 @@ def get_metadata(registry: Registry, result_id: str) -> MetadataResponse:
     )
 
 
-def _result(
-    dataset: str, hit: ChunkHit, score: float, terms: list[str], snippet_chars: int, stale: str
-) -> SearchResult:
+def _result(dataset: str, p: Passage, terms: list[str], snippet_chars: int, stale: str) -> SearchResult:
+    hit = p.best  # names, scores and shows the passage: get_source and get_metadata take its id
     return SearchResult(
         result_id=make_result_id(dataset, hit.id),
-        score=round(min(max(score, 0.0), 1.0), 4),
+        score=round(min(max(p.score, 0.0), 1.0), 4),
         title=hit.title,
         path=hit.path,
         snippet=best_snippet(hit.text, terms, snippet_chars),
         file_type=hit.file_type,
         heading_path=clip_chars(hit.heading_path, MAX_HEADING_CHARS),
-        lines=Lines(start=hit.start_line, end=hit.end_line),
+        lines=Lines(start=p.start_line, end=p.end_line),
         dataset=dataset,
-        pages=_pages([hit]),
+        pages=_pages(p.chunks),
         indexed_at=hit.indexed_at,
         stale=bool(stale),
         stale_reason=stale or None,

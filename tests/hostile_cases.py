@@ -871,8 +871,9 @@ TOOL = [
     Case(
         "search-100-long-chunks",
         "tool",
-        "`top_k: 100` over 120 chunks of 10,000 CJK characters (30 KB) under a 20,000-character heading",
-        (SEARCH, {"query": "zephyrine", "dataset": "bulky", "top_k": 100, "path": "long.md"}),
+        "`top_k: 100` over 120 chunks of 10,000 CJK characters (30 KB) under a 20,000-character heading, "
+        "as raw chunks (grouped, one document's chunks are one passage)",
+        (SEARCH, {"query": "zephyrine", "dataset": "bulky", "top_k": 100, "path": "long.md", "group": "none"}),
         ToolOk(min_results=100),
     ),
     Case(

@@ -127,14 +127,18 @@ def test_bad_budgets_are_refused(registry: Registry, max_tokens: object) -> None
 # ---------------------------------------------------------------- pages
 
 
-def test_pages_follow_one_ranking_to_the_end(registry: Registry) -> None:
-    everything = [r.result_id for r in run(registry, top_k=100).results]
-    assert 40 < len(everything) < 100  # every chunk
+@pytest.mark.parametrize("group", ["none", "passages"])
+def test_pages_follow_one_ranking_to_the_end(registry: Registry, group: str) -> None:
+    everything = [r.result_id for r in run(registry, top_k=100, group=group).results]
+    if group == "none":
+        assert 40 < len(everything) < 100  # every chunk
+    else:
+        assert len(everything) == 40  # every document, its chunks one passage
     seen: list[str] = []
     offset: int | None = 0
     pages = 0
     while offset is not None:
-        page = run(registry, top_k=7, offset=offset)
+        page = run(registry, top_k=7, offset=offset, group=group)
         assert page.meta.offset == offset
         seen += [r.result_id for r in page.results]
         offset = page.meta.next_offset

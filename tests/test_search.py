@@ -462,7 +462,8 @@ def test_search_all_datasets_merges(two_datasets: Registry) -> None:
 
 
 def test_search_all_datasets_uses_the_largest_default_top_k(two_datasets: Registry) -> None:
-    response = search(two_datasets, "toolkit", mode="semantic")
+    # Raw chunks: the tiny corpus holds fewer than 8 distinct passages.
+    response = search(two_datasets, "toolkit", mode="semantic", group="none")
 
     assert response.meta.limit == 8
     assert len(response.results) == 8
@@ -520,7 +521,7 @@ def test_search_all_datasets_skips_broken_ones(
 def test_result_id_resolves_to_its_chunk(ingested: tuple[Path, Registry]) -> None:
     _, registry = ingested
 
-    for r in search(registry, "toolkit", dataset="docs", top_k=10).results:
+    for r in search(registry, "toolkit", dataset="docs", top_k=10, group="none").results:
         store, hit = resolve(registry, r.result_id)
         assert store.id == "docs"
         assert (hit.path, hit.heading_path, hit.start_line, hit.end_line) == (
@@ -529,6 +530,12 @@ def test_result_id_resolves_to_its_chunk(ingested: tuple[Path, Registry]) -> Non
             r.lines.start,
             r.lines.end,
         )
+        assert r.snippet.strip("…") in hit.text
+    # A passage is named by its best chunk: the chunk lies within the passage, under its headings.
+    for r in search(registry, "toolkit", dataset="docs", top_k=10).results:
+        store, hit = resolve(registry, r.result_id)
+        assert (hit.path, hit.heading_path) == (r.path, r.heading_path)
+        assert r.lines.start <= hit.start_line <= hit.end_line <= r.lines.end
         assert r.snippet.strip("…") in hit.text
 
 

@@ -10,7 +10,7 @@ import typer
 
 from mcpower.cli import preload
 from mcpower.cli.common import DatasetsDir, JsonFlag, MilvusUri, one_of, open_registry, print_json, settings
-from mcpower.defaults import MAX_OFFSET, MAX_TOP_K
+from mcpower.defaults import DEFAULT_PER_DOCUMENT, MAX_OFFSET, MAX_PER_DOCUMENT, MAX_TOP_K
 
 
 def search(
@@ -68,6 +68,26 @@ def search(
             "query is about versions or changes (see docs/search.md).",
         ),
     ] = True,
+    group: Annotated[
+        str,
+        typer.Option(
+            "--group",
+            metavar="[passages|none]",
+            callback=one_of("passages", "none"),
+            help="passages: overlapping or adjacent chunks of a document are one result; none: raw chunks.",
+        ),
+    ] = "passages",
+    per_document: Annotated[
+        int | None,
+        typer.Option(
+            "--per-document",
+            min=1,
+            max=MAX_PER_DOCUMENT,
+            metavar="N",
+            help=f"At most N results from one document [default: {DEFAULT_PER_DOCUMENT} with passages, none: no limit].",
+            show_default=False,
+        ),
+    ] = None,
     datasets_dir: DatasetsDir = None,
     milvus_uri: MilvusUri = None,
     as_json: JsonFlag = False,
@@ -103,6 +123,8 @@ def search(
         offset=offset,
         max_tokens=max_tokens,
         priors=priors,
+        group=group,
+        per_document=per_document,
     )
     if as_json:
         typer.echo(response.model_dump_json(indent=2))

@@ -23,7 +23,7 @@ from mcp.types import Resource as MCPResource
 from pydantic import BaseModel, BeforeValidator, Field, ValidationError
 
 from mcpower import __version__, search
-from mcpower.defaults import DEFAULT_WORKER_THREADS
+from mcpower.defaults import DEFAULT_PER_DOCUMENT, DEFAULT_WORKER_THREADS, MAX_PER_DOCUMENT
 from mcpower.errors import McpowerError
 from mcpower.ranking import MAX_QUERY_CHARS, MAX_TOP_K
 from mcpower.registry import Registry
@@ -262,6 +262,23 @@ def create_server(
                 "the query is about versions or changes (default); false: by score alone",
             ),
         ] = True,
+        group: Annotated[
+            Literal["passages", "none"],
+            Field(
+                description="passages (default): overlapping or adjacent chunks of a document come back as one "
+                "result spanning their lines; none: every matching chunk on its own"
+            ),
+        ] = "passages",
+        per_document: Annotated[
+            int | None,
+            Field(
+                ge=1,
+                le=MAX_PER_DOCUMENT,
+                description=f"at most this many results from one document; default {DEFAULT_PER_DOCUMENT} "
+                "with passages, no limit with none",
+            ),
+            BeforeValidator(not_bool),
+        ] = None,
     ) -> Annotated[CallToolResult, SearchOutput]:
         started = time.perf_counter()
         response: SearchResponse | None = None
@@ -279,6 +296,8 @@ def create_server(
                     max_tokens=max_tokens,
                     offset=offset,
                     priors=priors,
+                    group=group,
+                    per_document=per_document,
                 )
             )
             return json_result(response)
@@ -294,6 +313,8 @@ def create_server(
                     "mode": mode,
                     "max_tokens": max_tokens,
                     "offset": offset,
+                    "group": group,
+                    "per_document": per_document,
                     "duration_ms": round((time.perf_counter() - started) * 1000, 2),
                     "result_count": response.meta.count if response else None,
                     "status": response.status if response else "error",

@@ -19,7 +19,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import INTERNAL_ERROR, CallToolResult, TextContent
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from mcpower.defaults import DEFAULT_MODEL
+from mcpower.defaults import DEFAULT_MODEL, MAX_PER_DOCUMENT
 from mcpower.ranking import MAX_QUERY_CHARS, MAX_TOP_K
 from mcpower.results import (
     DatasetSummary,
@@ -245,6 +245,8 @@ _RULES = {
     "mode": ("INVALID_QUERY", "mode must be one of hybrid, semantic, keyword"),
     "scope": ("INVALID_QUERY", "scope must be one of chunk, neighbors, section"),
     "min_score": ("INVALID_QUERY", "min_score must be a number from 0 to 1"),
+    "group": ("INVALID_QUERY", "group must be one of passages, none"),
+    "per_document": ("INVALID_ARGUMENT", f"per_document must be a whole number from 1 to {MAX_PER_DOCUMENT}"),
     "top_k": ("INVALID_TOP_K", f"top_k must be a whole number from 1 to {MAX_TOP_K}"),
     "dataset": (
         "INVALID_ARGUMENT",

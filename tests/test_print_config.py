@@ -135,28 +135,7 @@ def test_without_a_script_beside_python_it_is_python_dash_m(tmp_path: Path, monk
 
 def test_every_option_of_the_command_is_in_the_snippet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    result = invoke(
-        "claude-desktop",
-        "--datasets-dir",
-        "data",
-        "--milvus-uri",
-        "./m.db",
-        "--watch",
-        "--watch-debounce",
-        "2",
-        "--tool-names",
-        "seed",
-        "--log-level",
-        "debug",
-        "--log-format",
-        "text",
-    )
-    assert result.exit_code == 0, result.output
-    server = json.loads(result.stdout)["mcpServers"]["mcpower"]
-    args = server["args"]
-    assert args[args.index("serve") :] == [
-        "serve",
-        "--stdio",
+    options = [
         "--watch",
         "--watch-debounce",
         "2",
@@ -167,6 +146,11 @@ def test_every_option_of_the_command_is_in_the_snippet(tmp_path: Path, monkeypat
         "--log-format",
         "text",
     ]
+    result = invoke("claude-desktop", "--datasets-dir", "data", "--milvus-uri", "./m.db", *options)
+    assert result.exit_code == 0, result.output
+    server = json.loads(result.stdout)["mcpServers"]["mcpower"]
+    args = server["args"]
+    assert args[args.index("serve") :] == ["serve", "--stdio", *options]
     # folders absolute: the client starts the server from its own working folder
     assert server["env"] == {
         "MCPOWER_DATASETS_DIR": str(tmp_path / "data"),

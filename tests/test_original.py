@@ -121,7 +121,7 @@ def test_index_as_a_file_or_the_first_index_file_of_a_folder(tmp_path: Path, ind
 
 @pytest.mark.parametrize("query", ["quokka diagnostics", "how do I install it on windows", "harpsichord", "zzz"])
 def test_semantic_search_is_the_original_systems_search(root: Path, registry: Registry, query: str) -> None:
-    got = search(registry, query, "orig", top_k=6, mode="semantic").results
+    got = search(registry, query, "orig", top_k=6, mode="semantic", group="none").results  # chunks, as the original
     want = oracle(root / "orig", query, 6)
     # Chunks sharing no word with the query score 0 in both, in an order of their own: compare the rest.
     matching = [(path, n) for path, n, score in want if score > 1e-6]
@@ -134,7 +134,7 @@ def test_semantic_search_is_the_original_systems_search(root: Path, registry: Re
 def test_keyword_and_hybrid_search(registry: Registry) -> None:
     kw = search(registry, "harpsichord", "orig", mode="keyword").results
     assert [(r.path, r.lines.start) for r in kw] == [("notes.txt", 1)]
-    hy = search(registry, "zephyrine windows installer reboot", "orig").results
+    hy = search(registry, "zephyrine windows installer reboot", "orig", group="none").results  # its chunks
     assert (hy[0].path, hy[0].lines.start, hy[0].title) == ("guide/install.md", 2, "Installation")
     assert all(0.0 <= r.score <= 1.0 for r in hy)
     assert hy[0].heading_path == "" and hy[0].file_type == ".md"
@@ -244,7 +244,8 @@ async def test_every_mcp_tool_works_on_it(registry: Registry) -> None:
         assert listed is not None
         row = next(d for d in listed["datasets"] if d["id"] == "orig")
         assert (row["status"], row["format"], row["chunks"]) == ("ready", "original", 6)
-        r = await client.call_tool("knowledge_search", {"query": "quokka", "dataset": "orig", "mode": "semantic"})
+        args = {"query": "quokka", "dataset": "orig", "mode": "semantic", "group": "none"}  # chunks: record numbers
+        r = await client.call_tool("knowledge_search", args)
         assert not r.is_error and r.structured_content is not None
         top = r.structured_content["results"][0]
         assert (top["path"], top["lines"], top["title"]) == ("guide/usage.md", {"start": 1, "end": 1}, "Usage notes")

@@ -42,6 +42,9 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
     for name in ("MCPOWER_ALLOW_TELEMETRY", *env.TELEMETRY_OFF):
         monkeypatch.delenv(name, raising=False)  # the library's defaults, as on a user's machine
+    # onnxruntime records nothing where CI is set (as CI sets it): without this the tests below would
+    # pass in CI whatever mcpower did, and the control would fail
+    monkeypatch.delenv("CI", raising=False)
     return folder
 
 

@@ -53,6 +53,12 @@ class SourceFile:
     linked: bool = False  # a symlink discovery accepted: read through it, its target must be that file
 
 
+def code_types_named(glob: str) -> frozenset[str]:
+    """The source-code suffixes an include glob names ('*.py' names .py): discovery reads those
+    files even without --code."""
+    return frozenset(t for t in CODE_TYPES if glob.endswith(t))
+
+
 class _Rules:
     """Which paths under ``root`` the folder's rules leave out (relative, '/'-separated)."""
 
@@ -67,9 +73,7 @@ class _Rules:
         self.root = root
         self.include = IgnoreSpec(include) if include else None
         # Source code is read with --code, or when an --include glob names its suffix ('*.py').
-        self.code_types = (
-            CODE_TYPES if code else frozenset(t for t in CODE_TYPES if any(g.endswith(t) for g in include))
-        )
+        self.code_types = CODE_TYPES if code else frozenset(t for g in include for t in code_types_named(g))
         self.exclude = IgnoreSpec(exclude)
         self.notes = notes if notes is not None else []  # .gitignore files not read, with why
         self._gitignores: dict[str, IgnoreSpec | None] = {}

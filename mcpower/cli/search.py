@@ -10,6 +10,7 @@ import typer
 
 from mcpower.cli import preload
 from mcpower.cli.common import DatasetsDir, JsonFlag, MilvusUri, one_of, open_registry, print_json, settings
+from mcpower.cli.progress import plural
 from mcpower.defaults import DEFAULT_PER_DOCUMENT, MAX_OFFSET, MAX_PER_DOCUMENT, MAX_TOP_K
 
 
@@ -168,7 +169,7 @@ def search(
     count = response.meta.count
     more = f"; more with --offset {response.meta.next_offset}" if response.meta.next_offset is not None else ""
     typer.secho(
-        f"{count} result{'' if count == 1 else 's'} in {response.meta.duration_ms:.0f} ms ({response.meta.mode}){more}",
+        f"{plural(count, 'result')} in {response.meta.duration_ms:.0f} ms ({response.meta.mode}){more}",
         err=True,
         dim=True,
     )

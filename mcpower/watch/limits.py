@@ -25,8 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from mcpower.chunking import CODE_TYPES
-from mcpower.discover import DEFAULT_MAX_FILE_BYTES
+from mcpower.discover import DEFAULT_MAX_FILE_BYTES, code_types_named
 from mcpower.manifest import SourceInfo
 
 
@@ -42,7 +41,7 @@ class WatchLimits:
     @classmethod
     def of_ingest(cls, include: Sequence[str], code: bool, follow_symlinks: bool, max_file_bytes: int) -> WatchLimits:
         """The limits of an ingest the user ran: what it read, nothing more."""
-        return cls(follow_symlinks, max_file_bytes, code or any(_names_code(g) for g in include))
+        return cls(follow_symlinks, max_file_bytes, code or any(code_types_named(g) for g in include))
 
 
 @dataclass(frozen=True)
@@ -59,7 +58,7 @@ class Selection:
 
 def within(src: SourceInfo, limits: WatchLimits) -> Selection:
     """The record ``src`` narrowed to ``limits`` (module docstring)."""
-    include = src.include if limits.code else tuple(g + "/" if _names_code(g) else g for g in src.include)
+    include = src.include if limits.code else tuple(g + "/" if code_types_named(g) else g for g in src.include)
     return Selection(
         include=include,
         exclude=src.exclude,
@@ -77,11 +76,6 @@ def narrowed(src: SourceInfo, limits: WatchLimits) -> list[str]:
         why.append("symlinks out of its folder are not followed (serve --watch-follow-symlinks allows it)")
     if src.max_file_bytes > limits.max_file_bytes:
         why.append(f"files over {limits.max_file_bytes / 1e6:g} MB are skipped (MCPOWER_MAX_FILE_MB raises it)")
-    if not limits.code and (src.code or any(_names_code(g) for g in src.include)):
+    if not limits.code and (src.code or any(code_types_named(g) for g in src.include)):
         why.append("source code is not read (serve --watch-code allows it)")
     return why
-
-
-def _names_code(glob: str) -> bool:
-    # As discovery decides it: a glob ending with a code suffix makes it read that kind of file.
-    return any(glob.endswith(t) for t in CODE_TYPES)

@@ -25,6 +25,7 @@ from mcp.server.auth.settings import AuthSettings
 from mcp.server.transport_security import TransportSecuritySettings
 
 from mcpower.errors import McpowerError
+from mcpower.server.callers import READ_SCOPE
 
 logger = logging.getLogger(__name__)
 
@@ -117,7 +118,7 @@ class StaticTokenVerifier:
         # Digests have one length, so compare_digest's time says nothing about the token's length either.
         offered = hashlib.sha256(token.encode("utf-8", "surrogateescape")).digest()
         if hmac.compare_digest(offered, self._digest):
-            return AccessToken(token="bearer", client_id="mcpower-client", scopes=[])
+            return AccessToken(token="bearer", client_id="token", scopes=[READ_SCOPE])  # every dataset
         return None
 
 

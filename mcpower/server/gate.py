@@ -3,7 +3,9 @@
 In order: the ``Host`` and ``Origin`` headers (421, 403), the bearer token (401, on every route but
 ``/healthz``), a declared ``Content-Length`` over the limit (413). Only a request that passed all
 three has its body read, up to the limit (413) and within a deadline (408), and is handed on with
-the body already in hand. So a client without the token cannot make the server hold any part of a
+the body already in hand, and with the user its token stands for in ``scope["user"]`` and
+``scope["auth"]`` (as starlette's AuthenticationMiddleware puts them; ``callers.caller_from_scope``
+reads them; no user there: no token was configured or, on an open path, none was sent). So a client without the token cannot make the server hold any part of a
 body, and one trickling a body holds a connection for the deadline at most.
 
 A refusal leaves the rest of the body unread and the connection open: the connection's guard
@@ -94,10 +96,13 @@ class Gate:
         origins = headers.getlist("origin")
         if len(origins) > 1 or not self.hosts.origin_allowed(origins[0] if origins else None):
             return self._refused(403, "Invalid Origin header", "origin")
-        auth = self.auth if scope["path"] not in self.open_paths else None
-        if auth is not None and await auth.authenticate(HTTPConnection(scope)) is None:
-            logger.info("http.refused", extra={"event": "http.refused", "status": 401, "reason": "token"})
-            return _unauthorized()
+        if self.auth is not None:
+            found = await self.auth.authenticate(HTTPConnection(scope))
+            if found is not None:  # as starlette's AuthenticationMiddleware: later middleware knows the caller
+                scope["auth"], scope["user"] = found
+            elif scope["path"] not in self.open_paths:
+                logger.info("http.refused", extra={"event": "http.refused", "status": 401, "reason": "token"})
+                return _unauthorized()
         declared = headers.get("content-length", "")
         if declared.isdigit() and int(declared) > self.max_body_bytes:
             return self._refused(413, "Request body too large", "body_size")

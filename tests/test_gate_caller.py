@@ -1,0 +1,73 @@
+"""Gate hands on the caller it authenticated: ``scope["user"]`` and ``scope["auth"]``, as starlette's
+AuthenticationMiddleware puts them, so middleware after it (rate limits, metrics, web pages) knows who calls."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx2
+import pytest
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from starlette.responses import PlainTextResponse
+from starlette.types import Receive, Scope, Send
+
+from mcpower.server.access import HostCheck, StaticTokenVerifier, transport_security
+from mcpower.server.callers import LOCAL, caller_from_scope
+from mcpower.server.gate import Gate
+
+pytestmark = pytest.mark.anyio
+
+TOKEN = "gate-test-token-0123456789"
+
+
+class Seen:
+    """An app that answers with the caller's name and keeps the scopes it was given."""
+
+    def __init__(self) -> None:
+        self.scopes: list[Scope] = []
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        self.scopes.append(scope)
+        await PlainTextResponse(caller_from_scope(scope).name)(scope, receive, send)
+
+
+def gate(app: Any, token: str | None) -> Gate:
+    return Gate(
+        app,
+        hosts=HostCheck(transport_security("127.0.0.1", [], [])),
+        verifier=StaticTokenVerifier(token) if token else None,
+        max_body_bytes=1000,
+        open_paths=["/healthz"],
+    )
+
+
+def client(app: Any, token: str | None = None) -> httpx2.AsyncClient:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return httpx2.AsyncClient(
+        transport=httpx2.ASGITransport(app=app), base_url="http://127.0.0.1:8765", headers=headers
+    )
+
+
+async def test_the_authenticated_user_is_in_the_scope() -> None:
+    seen = Seen()
+    async with client(gate(seen, TOKEN), TOKEN) as h:
+        response = await h.post("/mcp", content=b"{}")
+    assert response.text == "token"  # the single token's caller name
+    user = seen.scopes[0]["user"]
+    assert isinstance(user, AuthenticatedUser) and user.access_token.client_id == "token"
+    assert seen.scopes[0]["auth"].scopes == ["mcpower:read"]
+
+
+async def test_open_paths_carry_the_user_when_a_good_token_is_sent_and_no_user_otherwise() -> None:
+    seen = Seen()
+    async with client(gate(seen, TOKEN), TOKEN) as good, client(gate(seen, TOKEN), "wrong-token-0123456789") as bad:
+        assert (await good.get("/healthz")).text == "token"
+        assert (await bad.get("/healthz")).text == LOCAL.name  # answered, but as nobody in particular
+        assert (await bad.get("/mcp")).status_code == 401
+    assert "user" not in seen.scopes[1]
+
+
+async def test_without_a_token_configured_the_caller_is_local() -> None:
+    seen = Seen()
+    async with client(gate(seen, None)) as h:
+        assert (await h.post("/mcp", content=b"{}")).text == LOCAL.name

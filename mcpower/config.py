@@ -33,7 +33,16 @@ from mcpower.errors import InvalidSettingError
 __all__ = ["FLAGS", "Settings", "default_cache_dir"]
 
 # The flags whose names are not the setting's own (`--port` sets http_port).
-FLAGS = {"http_host": "--host", "http_port": "--port", "allow_origins": "--allow-origin", "allow_hosts": "--allow-host"}
+FLAGS = {
+    "http_host": "--host",
+    "http_port": "--port",
+    "allow_origins": "--allow-origin",
+    "allow_hosts": "--allow-host",
+    "http_rate_limit": "--rate-limit",
+    "http_rate_burst": "--rate-burst",
+    "http_max_searches": "--max-searches",
+    "http_metrics": "--metrics",
+}
 
 
 class Settings(BaseModel):
@@ -92,6 +101,16 @@ class Settings(BaseModel):
     http_max_connections: int = Field(
         DEFAULT_HTTP_MAX_CONNECTIONS, ge=1, le=65536, description="open connections at once; more are closed unread"
     )
+    # Fairness between callers (server/ratelimit.py; docs/team.md): an agent makes a few calls a
+    # second at its busiest, a runaway loop hundreds.
+    http_rate_limit: float = Field(
+        20.0, ge=0, description="requests a second each caller may make on average (0: no limit)"
+    )
+    http_rate_burst: int = Field(100, ge=1, description="requests each caller may make at once, above the rate")
+    http_max_searches: int = Field(16, ge=0, description="searches each caller may have running at once (0: no limit)")
+    http_metrics: bool = Field(True, description="serve Prometheus metrics at /metrics (behind the token)")
+    audit_queries: bool = Field(False, description="write each query's text into the audit log")
+    audit_log: Path | None = Field(None, description="also append the audit log's lines to this file")
 
     @field_validator("allow_origins", "allow_hosts", mode="before")
     @classmethod

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -25,11 +26,21 @@ if TYPE_CHECKING:
     from mcpower.registry import Registry
     from mcpower.server.clients import Launch
     from mcpower.server.http import HttpOptions
-    from mcpower.watch import Watcher
+    from mcpower.watch import Watcher, WatchEvent
 
 logger = logging.getLogger("mcpower")
 
-_HTTP_ONLY = ("--host", "--port", "--token-file", "--allow-origin", "--allow-host")
+_HTTP_ONLY = (
+    "--host",
+    "--port",
+    "--token-file",
+    "--allow-origin",
+    "--allow-host",
+    "--rate-limit",
+    "--rate-burst",
+    "--max-searches",
+    "--metrics",
+)
 
 
 def serve(
@@ -77,6 +88,58 @@ def serve(
             metavar="NAME",
             help="--http: a name clients reach the server by (Host header) besides loopback ones and --host; "
             "repeatable [env MCPOWER_ALLOW_HOSTS, comma-separated].",
+            show_default=False,
+        ),
+    ] = None,
+    rate_limit: Annotated[
+        float | None,
+        typer.Option(
+            metavar="N",
+            help="--http: requests a second each caller (token name) may make on average; more get 429, "
+            "0 turns it off [env MCPOWER_HTTP_RATE_LIMIT; default 20].",
+            show_default=False,
+        ),
+    ] = None,
+    rate_burst: Annotated[
+        int | None,
+        typer.Option(
+            metavar="N",
+            help="--http: requests each caller may make at once above that rate [env MCPOWER_HTTP_RATE_BURST; "
+            "default 100].",
+            show_default=False,
+        ),
+    ] = None,
+    max_searches: Annotated[
+        int | None,
+        typer.Option(
+            metavar="N",
+            help="--http: searches each caller may have running at once; more get 429, 0 turns it off "
+            "[env MCPOWER_HTTP_MAX_SEARCHES; default 16].",
+            show_default=False,
+        ),
+    ] = None,
+    metrics: Annotated[
+        bool | None,
+        typer.Option(
+            "--metrics/--no-metrics",
+            help="--http: serve Prometheus metrics at /metrics, behind the token [env MCPOWER_HTTP_METRICS; "
+            "default on].",
+            show_default=False,
+        ),
+    ] = None,
+    audit_queries: Annotated[
+        bool | None,
+        typer.Option(
+            "--audit-queries",
+            help="Write each query's text into the audit log (off: only its length) [env MCPOWER_AUDIT_QUERIES].",
+            show_default=False,
+        ),
+    ] = None,
+    audit_log: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="FILE",
+            help="Also append the audit log's lines (one per tool call, JSON) to FILE [env MCPOWER_AUDIT_LOG].",
             show_default=False,
         ),
     ] = None,
@@ -140,7 +203,7 @@ def serve(
     """
     if stdio and http:
         raise typer.BadParameter("--stdio and --http are mutually exclusive: choose one transport")
-    values = (host, port, token_file, allow_origin, allow_host)
+    values = (host, port, token_file, allow_origin, allow_host, rate_limit, rate_burst, max_searches, metrics)
     given = [name for name, value in zip(_HTTP_ONLY, values) if value is not None and value != []]
     if given and not http:
         raise typer.BadParameter(
@@ -161,6 +224,12 @@ def serve(
         watch_debounce=watch_debounce,
         watch_follow_symlinks=watch_follow_symlinks,
         watch_code=watch_code,
+        http_rate_limit=rate_limit,
+        http_rate_burst=rate_burst,
+        http_max_searches=max_searches,
+        http_metrics=metrics,
+        audit_queries=audit_queries,
+        audit_log=audit_log,
     )
     if print_config is not None:
         _print_config(print_config, s, http)
@@ -168,6 +237,8 @@ def serve(
     from mcpower.server.logging import configure_logging
 
     configure_logging(s.log_level, s.log_format)  # first: what the access checks warn about is logged too
+    if s.audit_log is not None:
+        _audit_to_file(s.audit_log)
     options = _http_options(s) if http else None  # bad access settings fail here, before anything loads
     from mcpower.server.app import create_server
 
@@ -201,11 +272,12 @@ def serve(
         from mcpower.server.http import run_http
 
         # Watching starts once the port is ours: a server that cannot listen must not re-ingest anything.
-        run_http(registry, options, s.tool_names, on_listening=lambda: start_watcher(registry, s))
+        run_http(registry, options, s.tool_names, on_listening=lambda count: start_watcher(registry, s, count))
         return
+    from mcpower.server.audit import AuditLog
     from mcpower.server.stdio import run_stdio
 
-    server = create_server(registry, s.tool_names, threads=s.worker_threads)
+    server = create_server(registry, s.tool_names, threads=s.worker_threads, audit=AuditLog(s.audit_queries))
     start_watcher(registry, s)
     run_stdio(server)
 
@@ -263,8 +335,11 @@ def _launch(s: Settings) -> Launch:
     return Launch(command, tuple(args), env)
 
 
-def start_watcher(registry: Registry, s: Settings) -> Watcher | None:
-    """With ``--watch``, a running Watcher over the registry's datasets (for any transport).
+def start_watcher(
+    registry: Registry, s: Settings, on_event: Callable[[WatchEvent], None] | None = None
+) -> Watcher | None:
+    """With ``--watch``, a running Watcher over the registry's datasets (for any transport), telling
+    ``on_event`` (the HTTP server's metrics) what it does.
 
     It is not stopped: the transports end the process, which ends a re-ingest under way as a crash
     would (crash-safe: the previous version stays) and releases the watch claims with it.
@@ -275,7 +350,7 @@ def start_watcher(registry: Registry, s: Settings) -> Watcher | None:
 
     # The operator's limits: what a dataset's manifest records may narrow them, never widen them.
     limits = WatchLimits(s.watch_follow_symlinks, int(s.max_file_mb * 1024 * 1024), s.watch_code)
-    watcher = Watcher(registry, quiet=s.watch_debounce, limits=limits)
+    watcher = Watcher(registry, quiet=s.watch_debounce, limits=limits, on_event=on_event)
     watcher.start()
     return watcher
 
@@ -289,6 +364,7 @@ def _token_required(s: Settings) -> bool:
 def _http_options(s: Settings) -> HttpOptions:
     from mcpower.server.access import check_exposure, load_token, transport_security
     from mcpower.server.http import HttpOptions
+    from mcpower.server.ratelimit import RateLimits
 
     token = load_token(s.token.get_secret_value() if s.token else None, s.token_file)
     check_exposure(s.http_host, token)
@@ -305,4 +381,18 @@ def _http_options(s: Settings) -> HttpOptions:
         session_idle=s.http_session_idle,
         threads=s.worker_threads,
         max_connections=s.http_max_connections,
+        rate_limits=RateLimits(s.http_rate_limit, s.http_rate_burst, s.http_max_searches),
+        metrics=s.http_metrics,
+        audit_queries=s.audit_queries,
     )
+
+
+def _audit_to_file(path: Path) -> None:
+    from mcpower.server.audit import log_to_file
+
+    try:
+        log_to_file(path)
+    except OSError as e:
+        raise McpowerError(
+            f"cannot write the audit log {path}: {e.strerror or e}; give a file in a folder you can write to"
+        ) from None

@@ -29,6 +29,7 @@ from mcpower.ranking import MAX_QUERY_CHARS, MAX_TOP_K
 from mcpower.registry import Registry
 from mcpower.results import SearchFilters, SearchResponse, clip_json
 from mcpower.search import MAX_OFFSET
+from mcpower.server.audit import AuditLog
 from mcpower.server.limits import Workers
 from mcpower.server.middleware import NoPromptsAdvertised, ResourceUriLimit, WarmUpAfterHandshake
 from mcpower.server.responses import (
@@ -191,11 +192,15 @@ def create_server(
     tool_names: Literal["default", "seed"] = "default",
     *,
     threads: int = DEFAULT_WORKER_THREADS,
+    audit: AuditLog | None = None,
     **options: Any,
 ) -> KnowledgeServer:
     """The MCP server over ``registry``, with tools named per ``tool_names``, searching on ``threads``
-    worker threads; ``options`` go to MCPServer (the HTTP transport passes ``token_verifier`` and ``auth``)."""
+    worker threads, each tool call logged by ``audit`` (default: an AuditLog without query text);
+    ``options`` go to MCPServer (the HTTP transport passes ``token_verifier`` and ``auth``)."""
     names = TOOL_NAMES[tool_names]
+    audit = audit if audit is not None else AuditLog()
+    audit.tools = frozenset(names.values())
 
     def named(text: str) -> str:
         """``text`` with the default tool names it mentions replaced by the chosen ones."""
@@ -382,7 +387,7 @@ def create_server(
 
         return str(await run(read))
 
-    server.middleware.extend([WarmUpAfterHandshake(registry), NoPromptsAdvertised(), ResourceUriLimit()])
+    server.middleware.extend([audit, WarmUpAfterHandshake(registry), NoPromptsAdvertised(), ResourceUriLimit()])
     # Outermost: whatever answers a request, its text leaves through here.
     server.middleware.insert(0, RedactPaths(Redactor(known_folders(registry.root))))
     return server

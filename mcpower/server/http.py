@@ -25,10 +25,11 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from types import FrameType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import uvicorn
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import TokenVerifier
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp
@@ -45,16 +46,23 @@ from mcpower.server.access import (
     check_exposure,
     transport_security,
 )
-from mcpower.server.app import KnowledgeServer, create_server
+from mcpower.server.app import TOOL_NAMES, KnowledgeServer, create_server
+from mcpower.server.audit import AuditLog
 from mcpower.server.connections import DRAIN_TIMEOUT_S, HEADER_TIMEOUT_S, MAX_CONNECTIONS, GuardedH11Protocol
 from mcpower.server.gate import BODY_TIMEOUT_S, Gate
 from mcpower.server.limits import TimeLimit
+from mcpower.server.ratelimit import RateLimit, RateLimits
 from mcpower.server.sessions import SessionRoom
+
+if TYPE_CHECKING:
+    from mcpower.server.metrics import Metrics
 
 logger = logging.getLogger(__name__)
 
+WatchObserver = Callable[[Any], None]  # a Watcher's on_event
 MCP_PATH = "/mcp"
 HEALTH_PATH = "/healthz"
+METRICS_PATH = "/metrics"
 # The issue's bound on a graceful stop; a request still running then is cancelled (the client gets a 500).
 SHUTDOWN_GRACE_S = 5
 # An idle keep-alive connection is closed after this long (uvicorn's default too).
@@ -76,6 +84,11 @@ class HttpOptions:
     session_idle: float = 1800.0
     threads: int = DEFAULT_WORKER_THREADS
     max_connections: int = MAX_CONNECTIONS
+    rate_limits: RateLimits = field(default_factory=RateLimits)
+    metrics: bool = True
+    audit_queries: bool = False
+    # A verifier of the server's tokens, used instead of one for ``token`` (tests; named tokens, OAuth).
+    verifier: TokenVerifier | None = None
     # Deadlines (connections.py, gate.py); not settings, but tests shorten them.
     header_timeout: float = HEADER_TIMEOUT_S
     body_timeout: float = BODY_TIMEOUT_S
@@ -100,10 +113,21 @@ def health(registry: Registry, detailed: bool = True) -> dict[str, Any]:
     return {"status": "ok", "version": __version__, "datasets": datasets}
 
 
+def new_metrics(registry: Registry, tool_names: Literal["default", "seed"] = "default") -> Metrics:
+    """The metrics a server over ``registry`` serves at ``/metrics`` (prometheus-client loads here)."""
+    from mcpower.server.metrics import Metrics
+
+    return Metrics(registry, TOOL_NAMES[tool_names]["search"])
+
+
 def create_http_app(
-    registry: Registry, options: HttpOptions, tool_names: Literal["default", "seed"] = "default"
+    registry: Registry,
+    options: HttpOptions,
+    tool_names: Literal["default", "seed"] = "default",
+    metrics: Metrics | None = None,
 ) -> tuple[KnowledgeServer, ASGIApp]:
-    """The MCP server over ``registry`` and the ASGI app serving it as ``options`` say.
+    """The MCP server over ``registry`` and the ASGI app serving it as ``options`` say; with
+    ``options.metrics``, ``metrics`` (or new ones) at ``/metrics``.
 
     The app's lifespan runs the SDK's session manager: serve it with lifespan on (uvicorn does).
 
@@ -118,11 +142,16 @@ def create_http_app(
             "localhost or [::1]; give the names other machines use with --allow-host",
             extra={"event": "http.hosts"},
         )
-    verifier = StaticTokenVerifier(options.token) if options.token is not None else None
+    verifier = options.verifier
+    if verifier is None and options.token is not None:
+        verifier = StaticTokenVerifier(options.token)
     auth: dict[str, Any] = {}
     if verifier is not None:
         auth = {"token_verifier": verifier, "auth": auth_settings()}
-    server = create_server(registry, tool_names, threads=options.threads, **auth)
+    if metrics is None and options.metrics:
+        metrics = new_metrics(registry, tool_names)
+    audit = AuditLog(options.audit_queries, observer=metrics.tool_call if metrics is not None else None)
+    server = create_server(registry, tool_names, threads=options.threads, audit=audit, **auth)
     server.middleware.append(TimeLimit(options.call_timeout))
 
     async def healthz(request: Request) -> Response:
@@ -131,6 +160,8 @@ def create_http_app(
         return JSONResponse(health(registry, detailed))
 
     server.custom_route(HEALTH_PATH, methods=["GET"])(healthz)
+    if metrics is not None:  # behind the token, as /mcp is (Gate)
+        server.custom_route(METRICS_PATH, methods=["GET"])(metrics.endpoint)
 
     app = server.streamable_http_app(
         streamable_http_path=MCP_PATH,
@@ -142,8 +173,20 @@ def create_http_app(
         transport_security=security,
     )
     room = SessionRoom(app, server.session_manager, options.max_sessions, MCP_PATH)
+    if metrics is not None:
+        metrics.sessions = room.open_sessions
+    limited: ASGIApp = room
+    if options.rate_limits.enabled:
+        limited = RateLimit(
+            room,
+            options.rate_limits,
+            mcp_path=MCP_PATH,
+            search_tools=[TOOL_NAMES[tool_names]["search"]],
+            exempt_paths=[HEALTH_PATH, METRICS_PATH],
+            on_refused=metrics.refused if metrics is not None else None,
+        )
     gate = Gate(
-        room,
+        limited,
         hosts=HostCheck(security),
         verifier=verifier,
         max_body_bytes=options.max_body_bytes,
@@ -237,22 +280,24 @@ def run_http(
     registry: Registry,
     options: HttpOptions,
     tool_names: Literal["default", "seed"] = "default",
-    on_listening: Callable[[], object] | None = None,
+    on_listening: Callable[[WatchObserver | None], object] | None = None,
 ) -> None:
     """Serve over Streamable HTTP until SIGTERM or SIGINT; then drain and exit 0. ``on_listening``
-    is called once the address is bound, before the first request is served.
+    is called once the address is bound, before the first request is served, with what counts
+    re-indexes in the metrics (a watcher's ``on_event``; None without metrics).
 
     Raises:
         McpowerError: before serving, when the address or the access settings cannot be used.
     """
-    server, app = create_http_app(registry, options, tool_names)
+    metrics = new_metrics(registry, tool_names) if options.metrics else None
+    server, app = create_http_app(registry, options, tool_names, metrics)
     try:
         sock = bind(options.host, options.port)
     except McpowerError:
         server.close()
         raise
     if on_listening is not None:
-        on_listening()
+        on_listening(metrics.watch_event if metrics is not None else None)
     try:
         http_server(app, options).run(sockets=[sock])
     finally:

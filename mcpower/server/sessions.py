@@ -59,6 +59,10 @@ class SessionRoom:
         self._uses: dict[str, _Use] = {}
         self._opening = 0  # new-session requests being served: each may become a session
 
+    def open_sessions(self) -> int:
+        """How many sessions are open now (for metrics)."""
+        return sum(1 for t in self.manager._server_instances.values() if not _ending(t))
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] != self.path:
             await self.app(scope, receive, send)

@@ -1,0 +1,147 @@
+"""The audit trail: one log line per tool call, whatever the transport — who asked what, and how it went.
+
+Each line is the event ``audit`` on the ``mcpower.audit`` logger (logging.py: stderr, JSON lines or
+text; also a file with ``--audit-log``): the caller's name, the tool, the dataset (``*``: all),
+the query's length in characters, the result count, the status (``ok`` or the error code), and the
+milliseconds it took. The query's text is logged only when the operator opts in (``--audit-queries``):
+questions can be as private as the documents. Every value is bounded before it is logged: the
+arguments are the client's, read here before the tool's own checks.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mcpower.defaults import is_valid_id
+from mcpower.server.callers import current_caller
+
+logger = logging.getLogger("mcpower.audit")
+
+# A query is at most 1,024 characters (ranking.MAX_QUERY_CHARS); a longer one is refused, and its
+# text is cut here so a refused call cannot write megabytes into the log.
+MAX_LOGGED_QUERY_CHARS = 1024
+MAX_NAME_CHARS = 64
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """What the audit line says about one tool call."""
+
+    caller: str
+    tool: str
+    dataset: str | None
+    query_chars: int | None
+    result_count: int | None
+    status: str
+    duration_ms: float
+    query: str | None = None
+
+
+Observer = Callable[[ToolCall], None]  # metrics count the calls
+
+
+class AuditLog:
+    """MCP middleware (outside the time limit, so a timeout is logged as one): the audit line of
+    every ``tools/call``; ``observer`` (metrics) sees each call too. ``tools`` are the server's tool
+    names: any other name is logged as ``(unknown)``."""
+
+    def __init__(self, queries: bool = False, observer: Observer | None = None) -> None:
+        self.queries = queries
+        self.observer = observer
+        self.tools: frozenset[str] = frozenset()
+
+    async def __call__(self, ctx: Any, call_next: Any) -> Any:
+        if ctx.method != "tools/call" or ctx.request_id is None:
+            return await call_next(ctx)
+        started = time.perf_counter()
+        status = "error"
+        result: Any = None
+        try:
+            result = await call_next(ctx)
+            status = _status(result)
+            return result
+        finally:
+            self._log(ctx.params, result, status, (time.perf_counter() - started) * 1000)
+
+    def _log(self, params: Any, result: Any, status: str, ms: float) -> None:
+        params = params if isinstance(params, dict) else {}
+        arguments = params.get("arguments")
+        arguments = arguments if isinstance(arguments, dict) else {}
+        tool = params.get("name")
+        tool = tool if isinstance(tool, str) and tool in self.tools else "(unknown)"
+        query = arguments.get("query")
+        call = ToolCall(
+            caller=current_caller().name[:MAX_NAME_CHARS],
+            tool=tool,
+            dataset=_dataset(arguments),
+            query_chars=len(query) if isinstance(query, str) else None,
+            result_count=_count(result) if status == "ok" else None,
+            status=status,
+            duration_ms=round(ms, 2),
+            query=query[:MAX_LOGGED_QUERY_CHARS] if self.queries and isinstance(query, str) else None,
+        )
+        extra = {k: v for k, v in vars(call).items() if k != "query" or self.queries}
+        logger.info("audit", extra={"event": "audit", **extra})
+        if self.observer is not None:
+            self.observer(call)
+
+
+def _dataset(arguments: dict[str, Any]) -> str | None:
+    """The dataset a call names (``*``: every one it may read), as the client gave it: a search's
+    ``dataset``, a result id's dataset part; None for a value that is no dataset id."""
+    if "result_id" in arguments:
+        rid = arguments["result_id"]
+        value = rid.rpartition(":")[0] if isinstance(rid, str) else None
+    else:
+        value = arguments.get("dataset") or "*"
+    return value if value == "*" or is_valid_id(value) else None
+
+
+def _field(result: Any, name: str) -> Any:
+    """A field of a result, in its model or its wire form."""
+    if isinstance(result, dict):
+        return result.get(name)
+    return getattr(result, {"structuredContent": "structured_content", "isError": "is_error"}[name], None)
+
+
+def _status(result: Any) -> str:
+    """``ok``, or the error code of an isError result (``error`` without one)."""
+    if not _field(result, "isError"):
+        return "ok"
+    content = _field(result, "structuredContent")
+    error = content.get("error") if isinstance(content, dict) else None
+    code = error.get("code") if isinstance(error, dict) else None
+    return code[:MAX_NAME_CHARS] if isinstance(code, str) and code else "error"
+
+
+def _count(result: Any) -> int | None:
+    """How many results an answer holds: a search's count, the datasets listed; 1 for a source or metadata."""
+    content = _field(result, "structuredContent")
+    if not isinstance(content, dict):
+        return None
+    meta = content.get("meta")
+    if isinstance(meta, dict) and isinstance(meta.get("count"), int):
+        return int(meta["count"])
+    if isinstance(content.get("datasets"), list):
+        return len(content["datasets"])
+    return 1
+
+
+def log_to_file(path: Path) -> None:
+    """Also write the audit lines, as JSON, to ``path`` (appended; created readable by this user only).
+
+    Raises:
+        OSError: the file cannot be opened.
+    """
+    from mcpower.server.logging import JsonFormatter
+
+    expanded = path.expanduser()
+    expanded.touch(mode=0o600, exist_ok=True)
+    handler = logging.FileHandler(expanded, encoding="utf-8")
+    handler.setFormatter(JsonFormatter())
+    logger.addHandler(handler)

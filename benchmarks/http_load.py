@@ -161,6 +161,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         logs / "http_load-bare.log",
     )
     serve = [*mcpower_argv(), "serve", "--http", "--port", str(args.port), "--datasets-dir", str(root)]
+    serve += ["--rate-limit", "0", "--max-searches", "0"]  # one caller at full speed: the transport's ceiling
     mcpower = Server("mcpower", serve, args.port, logs / "http_load-mcpower.log")
     servers = {"bare": bare, "mcpower": mcpower}
     load_before = load_avg()

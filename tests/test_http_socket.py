@@ -40,7 +40,9 @@ MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": 
 def server(template: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer]:
     root = tmp_path_factory.mktemp("http-server")
     datasets = copy_datasets(template, root)
-    srv = HttpServer(write_http_launcher(root), datasets, "--allow-origin", "https://app.example.com")
+    # 32 clients of one token at full speed pass the default rate limit: off here (test_ratelimit.py tests it).
+    limits_off = ("--rate-limit", "0", "--max-searches", "0")
+    srv = HttpServer(write_http_launcher(root), datasets, "--allow-origin", "https://app.example.com", *limits_off)
     yield srv
     srv.stop()
 

@@ -137,7 +137,7 @@ def test_the_wrapper_sees_parser_imports() -> None:
 
 # What a server must not load before it answers initialize (without --watch or a Milvus URI): the
 # stores, the model and the watcher load after the handshake, in the warm-up thread or on demand.
-SERVER_HEAVY = ("numpy", "faiss", "onnxruntime", "pymilvus", "milvus_lite", "watchfiles", *HEAVY)
+SERVER_HEAVY = ("numpy", "faiss", "onnxruntime", "pymilvus", "milvus_lite", "watchfiles", "prometheus_client", *HEAVY)
 # Runs `mcpower ARGS...`; as the server ends (with os._exit), writes what it had imported to stderr.
 REPORT_AT_EXIT = """
 import json, os, sys

@@ -212,7 +212,7 @@ class RateLimit:
             message = f"too many requests: this server allows {self.limits.rate:g} a second per caller"
         else:
             message = f"too many searches at once: this server allows {self.limits.max_searches} per caller"
-        message += f"; retry after {retry} s"
+        message += f"; retry after {retry} s (the operator sets the limits: docs/team.md)"
         logger.info(
             "http.rate_limited",
             extra={"event": "http.rate_limited", "caller": name, "limit": limit, "retry_after_s": retry},

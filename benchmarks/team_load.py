@@ -2,13 +2,13 @@
 
     python benchmarks/team_load.py                 # 10 s phases, limited and unlimited servers
     python benchmarks/team_load.py --quick         # 5 s phases: well under 2 minutes
-    python benchmarks/team_load.py --phase 8 --think 1.0 --no-unlimited
+    python benchmarks/team_load.py --phase 8 --think 1.0 --no-unlimited   # calmer agents, limited server only
 
 32 MCP sessions across 4 callers (4 tokens, 8 sessions each) against `serve --http` over the
 FastAPI docs (`docs-fastapi/corpus`, packaged model; ingested on first use):
 
 - alice, bob, carol: agents. Each session calls `knowledge_search`, then thinks for ``--think``
-  seconds (jittered), as an LLM agent does between tool calls.
+  seconds (0.5 by default, jittered), as an LLM agent does between tool calls (a busy one: ~2 calls a second).
 - runaway: a loop. Its 8 sessions call back to back, never pause, and ignore 429 and Retry-After.
   It runs in a process of its own (as it would on another machine), so its client work does not
   slow the agents' clients.
@@ -346,7 +346,7 @@ def main() -> None:
         "--corpora", type=Path, default=Path(os.environ.get("MCPOWER_BENCH_CORPORA", "/work/shared/bench"))
     )
     parser.add_argument("--phase", type=float, default=10.0, help="seconds per phase")
-    parser.add_argument("--think", type=float, default=1.0, help="an agent's seconds between calls")
+    parser.add_argument("--think", type=float, default=0.5, help="an agent's seconds between calls")
     parser.add_argument("--port", type=int, default=8795)
     parser.add_argument("--quick", action="store_true", help="5 s phases")
     parser.add_argument("--no-unlimited", dest="unlimited", action="store_false", help="skip the server without limits")

@@ -43,7 +43,11 @@ def registry(datasets: Path) -> Iterator[Registry]:
 
 @asynccontextmanager
 async def serving(registry: Registry, **options: Any) -> AsyncIterator[Any]:
-    options = {"verifier": NamedTokens(), "rate_limits": RateLimits(rate=0.001, burst=8, max_searches=0), **options}
+    options = {
+        "verifier": NamedTokens(),
+        "rate_limits": RateLimits(rate=0.001, burst=8, max_searches=0, max_hold=0),
+        **options,
+    }
     server, app = create_http_app(registry, HttpOptions(**options))
     try:
         async with server.session_manager.run():

@@ -19,11 +19,12 @@ import pytest
 from conftest import FakeEmbedder, join_warm_up
 from http_fixtures import TOKEN, HttpServer, write_http_launcher
 from mcp.server.auth.provider import AccessToken
+from starlette.responses import PlainTextResponse
 
 import mcpower.search
 from mcpower.registry import Registry
 from mcpower.server.http import HttpOptions, create_http_app
-from mcpower.server.ratelimit import Buckets, InFlight, RateLimits
+from mcpower.server.ratelimit import Buckets, InFlight, RateLimit, RateLimits
 
 pytestmark = pytest.mark.anyio
 
@@ -156,7 +157,7 @@ async def session(h: httpx2.AsyncClient) -> dict[str, str]:
 
 
 async def test_over_the_rate_a_caller_gets_429_with_retry_after_and_others_do_not(registry: Registry) -> None:
-    limits = RateLimits(rate=0.01, burst=6, max_searches=0)  # no refill within the test
+    limits = RateLimits(rate=0.01, burst=6, max_searches=0, max_hold=0)  # no refill within the test
     async with serving(registry, limits) as app, as_caller(app, "runaway") as runaway, as_caller(app, "alice") as alice:
         headers = await session(runaway)  # 2 requests
         statuses = [(await runaway.post("/mcp", json=tool_call("pumpkin", i), headers=headers)) for i in range(6)]
@@ -236,6 +237,29 @@ async def test_limits_off(registry: Registry) -> None:
             (await h.post("/mcp", json=tool_call("pumpkin", i), headers=headers)).status_code for i in range(30)
         }
         assert statuses == {200}
+
+
+async def test_a_refusal_over_the_rate_is_held_until_the_next_request_would_pass() -> None:
+    """A loop that ignores Retry-After is slowed to the rate instead of costing the server a refusal
+    per round trip: the refusal waits for the caller's next token, at most ``max_hold``."""
+    clock, held = Clock(), []
+
+    async def sleep(seconds: float) -> None:
+        held.append(seconds)
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await PlainTextResponse("ok")(scope, receive, send)
+
+    limits = RateLimits(rate=4.0, burst=1, max_searches=0, max_hold=0.5)
+    limited = RateLimit(app, limits, mcp_path="/mcp", search_tools=[], clock=clock, sleep=sleep)
+    async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=limited), base_url=BASE) as h:
+        statuses = [(await h.get("/mcp")).status_code for _ in range(2)]
+        limits_slow = RateLimits(rate=0.1, burst=1, max_searches=0, max_hold=0.5)
+        slow = RateLimit(app, limits_slow, mcp_path="/mcp", search_tools=[], clock=clock, sleep=sleep)
+        async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=slow), base_url=BASE) as s:
+            slow_statuses = [(await s.get("/mcp")).status_code for _ in range(2)]
+    assert statuses == [200, 429] and slow_statuses == [200, 429]
+    assert held == [pytest.approx(0.25), 0.5]  # the next token in 1/4 s; in 10 s, held 0.5 s at most
 
 
 # ---------------------------------------------------------------- over a real socket

@@ -3,9 +3,11 @@
 Each caller (``callers.Caller.name``: the token's name, an OAuth client or subject, ``local``
 without authentication) has a token bucket: ``rate`` requests a second on average, ``burst`` at
 once. It also has at most ``max_searches`` search calls in flight. A request over either limit is
-answered at once with ``429 Too Many Requests``, a ``Retry-After`` in whole seconds and a JSON-RPC
-error body, before it reaches the MCP session: a loop that ignores the answer costs the server the
-checks here, never a search. One caller's limits never touch another's.
+answered with ``429 Too Many Requests``, a ``Retry-After`` in whole seconds and a JSON-RPC error
+body, before it reaches the MCP session: a loop that ignores the answer costs the server the checks
+here, never a search. A refusal over the rate is held (at most ``max_hold``) until the caller's next
+request would pass, so such a loop cannot make the refusals themselves the load. One caller's
+limits never touch another's.
 
 Checked at the HTTP layer, after Gate (gate.py has read the whole body and named the caller):
 only there can the answer be a 429 with ``Retry-After``, which HTTP clients and proxies understand;
@@ -24,9 +26,10 @@ import logging
 import math
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Collection
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 
+import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcpower.server.callers import caller_from_scope
@@ -49,6 +52,10 @@ class RateLimits:
     rate: float = 20.0
     burst: int = 100
     max_searches: int = 16
+    # A refusal over the rate is held until the caller's next request would pass, at most this long:
+    # a loop that ignores Retry-After then makes a few requests a second per connection instead of
+    # thousands, whose refusals would cost the server more CPU than the searches it is protected from.
+    max_hold: float = 0.5
 
     @property
     def enabled(self) -> bool:
@@ -149,6 +156,7 @@ class RateLimit:
         search_tools: Collection[str],
         exempt_paths: Collection[str] = (),
         clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
         on_refused: Refused | None = None,
     ) -> None:
         self.app = app
@@ -159,6 +167,7 @@ class RateLimit:
         self.search_tools = frozenset(search_tools)
         self.exempt_paths = frozenset(exempt_paths)
         self.on_refused = on_refused
+        self.sleep = sleep
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] in self.exempt_paths:
@@ -168,6 +177,7 @@ class RateLimit:
         if self.buckets is not None:
             wait = self.buckets.take(name)
             if wait > 0:
+                await self.sleep(min(wait, self.limits.max_hold))
                 await self._refuse(scope, receive, send, name, "rate", wait, None)
                 return
         if self.searches is None or scope["path"] != self.mcp_path or scope["method"] != "POST":

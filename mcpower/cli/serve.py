@@ -19,6 +19,7 @@ from mcpower.cli.common import (
     open_registry,
     settings,
 )
+from mcpower.cli.sharing import AuditLogFile, AuditQueries, MaxSearches, MetricsFlag, RateBurst, RateLimit
 from mcpower.config import Settings
 from mcpower.errors import McpowerError
 
@@ -91,58 +92,12 @@ def serve(
             show_default=False,
         ),
     ] = None,
-    rate_limit: Annotated[
-        float | None,
-        typer.Option(
-            metavar="N",
-            help="--http: requests a second each caller (token name) may make on average; more get 429, "
-            "0 turns it off [env MCPOWER_HTTP_RATE_LIMIT; default 20].",
-            show_default=False,
-        ),
-    ] = None,
-    rate_burst: Annotated[
-        int | None,
-        typer.Option(
-            metavar="N",
-            help="--http: requests each caller may make at once above that rate [env MCPOWER_HTTP_RATE_BURST; "
-            "default 100].",
-            show_default=False,
-        ),
-    ] = None,
-    max_searches: Annotated[
-        int | None,
-        typer.Option(
-            metavar="N",
-            help="--http: searches each caller may have running at once; more get 429, 0 turns it off "
-            "[env MCPOWER_HTTP_MAX_SEARCHES; default 16].",
-            show_default=False,
-        ),
-    ] = None,
-    metrics: Annotated[
-        bool | None,
-        typer.Option(
-            "--metrics/--no-metrics",
-            help="--http: serve Prometheus metrics at /metrics, behind the token [env MCPOWER_HTTP_METRICS; "
-            "default on].",
-            show_default=False,
-        ),
-    ] = None,
-    audit_queries: Annotated[
-        bool | None,
-        typer.Option(
-            "--audit-queries",
-            help="Write each query's text into the audit log (off: only its length) [env MCPOWER_AUDIT_QUERIES].",
-            show_default=False,
-        ),
-    ] = None,
-    audit_log: Annotated[
-        Path | None,
-        typer.Option(
-            metavar="FILE",
-            help="Also append the audit log's lines (one per tool call, JSON) to FILE [env MCPOWER_AUDIT_LOG].",
-            show_default=False,
-        ),
-    ] = None,
+    rate_limit: RateLimit = None,
+    rate_burst: RateBurst = None,
+    max_searches: MaxSearches = None,
+    metrics: MetricsFlag = None,
+    audit_queries: AuditQueries = None,
+    audit_log: AuditLogFile = None,
     datasets_dir: DatasetsDir = None,
     milvus_uri: MilvusUri = None,
     watch: Annotated[

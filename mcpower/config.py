@@ -33,7 +33,15 @@ from mcpower.errors import InvalidSettingError
 __all__ = ["FLAGS", "Settings", "default_cache_dir"]
 
 # The flags whose names are not the setting's own (`--port` sets http_port).
-FLAGS = {"http_host": "--host", "http_port": "--port", "allow_origins": "--allow-origin", "allow_hosts": "--allow-host"}
+FLAGS = {
+    "http_host": "--host",
+    "http_port": "--port",
+    "allow_origins": "--allow-origin",
+    "allow_hosts": "--allow-host",
+    "oauth_jwks": "--jwks",
+    "oauth_audience": "--audience",
+    "oauth_datasets_claim": "--datasets-claim",
+}
 
 
 class Settings(BaseModel):
@@ -85,6 +93,12 @@ class Settings(BaseModel):
     allow_hosts: list[str] = Field(
         default_factory=list, description="Host header names allowed besides loopback ones (comma-separated)"
     )
+    # serve --http, OAuth resource-server mode (server/oauth.py)
+    oauth_issuer: str | None = Field(None, min_length=1, description="the issuer of the JWT access tokens accepted")
+    oauth_jwks: str | None = Field(None, min_length=1, description="the issuer's key set: URL or file")
+    oauth_audience: str | None = Field(None, min_length=1, description="the aud tokens must carry")
+    public_url: str | None = Field(None, min_length=1, description="the URL clients reach /mcp at")
+    oauth_datasets_claim: str | None = Field(None, min_length=1, description="a claim listing dataset patterns")
     http_max_body_mb: float = Field(4.0, gt=0, le=1024, description="largest request body accepted")
     http_call_timeout: float = Field(60.0, gt=0, description="seconds a request may take before it is answered TIMEOUT")
     http_max_sessions: int = Field(100, ge=1, description="open MCP sessions at once; more get 503")

@@ -25,11 +25,24 @@ if TYPE_CHECKING:
     from mcpower.registry import Registry
     from mcpower.server.clients import Launch
     from mcpower.server.http import HttpOptions
+    from mcpower.server.oauth import OAuthOptions
     from mcpower.watch import Watcher
 
 logger = logging.getLogger("mcpower")
 
-_HTTP_ONLY = ("--host", "--port", "--token-file", "--allow-origin", "--allow-host")
+_HTTP_ONLY = (
+    "--host",
+    "--port",
+    "--token-file",
+    "--allow-origin",
+    "--allow-host",
+    "--oauth-issuer",
+    "--jwks",
+    "--audience",
+    "--public-url",
+    "--datasets-claim",
+)
+_OAUTH_ONLY = ("--jwks", "--audience", "--datasets-claim")
 
 
 def serve(
@@ -77,6 +90,50 @@ def serve(
             metavar="NAME",
             help="--http: a name clients reach the server by (Host header) besides loopback ones and --host; "
             "repeatable [env MCPOWER_ALLOW_HOSTS, comma-separated].",
+            show_default=False,
+        ),
+    ] = None,
+    oauth_issuer: Annotated[
+        str | None,
+        typer.Option(
+            metavar="URL",
+            help="--http: accept JWT access tokens this OAuth issuer signs; scopes mcpower:read[:DATASETS] "
+            "[env MCPOWER_OAUTH_ISSUER].",
+            show_default=False,
+        ),
+    ] = None,
+    jwks: Annotated[
+        str | None,
+        typer.Option(
+            metavar="URL|FILE",
+            help="--oauth-issuer: its signing keys (a JWK Set) [env MCPOWER_OAUTH_JWKS; default: from the "
+            "issuer's metadata].",
+            show_default=False,
+        ),
+    ] = None,
+    audience: Annotated[
+        str | None,
+        typer.Option(
+            metavar="AUD",
+            help="--oauth-issuer: the aud tokens must carry [env MCPOWER_OAUTH_AUDIENCE; default: the public URL].",
+            show_default=False,
+        ),
+    ] = None,
+    public_url: Annotated[
+        str | None,
+        typer.Option(
+            metavar="URL",
+            help="--http: the URL clients reach /mcp at, e.g. https://kb.example.com/mcp: the OAuth resource "
+            "[env MCPOWER_PUBLIC_URL; default http://HOST:PORT/mcp].",
+            show_default=False,
+        ),
+    ] = None,
+    datasets_claim: Annotated[
+        str | None,
+        typer.Option(
+            metavar="CLAIM",
+            help="--oauth-issuer: a token claim listing dataset patterns it may read, besides its scopes "
+            "[env MCPOWER_OAUTH_DATASETS_CLAIM].",
             show_default=False,
         ),
     ] = None,
@@ -140,7 +197,18 @@ def serve(
     """
     if stdio and http:
         raise typer.BadParameter("--stdio and --http are mutually exclusive: choose one transport")
-    values = (host, port, token_file, allow_origin, allow_host)
+    values = (
+        host,
+        port,
+        token_file,
+        allow_origin,
+        allow_host,
+        oauth_issuer,
+        jwks,
+        audience,
+        public_url,
+        datasets_claim,
+    )
     given = [name for name, value in zip(_HTTP_ONLY, values) if value is not None and value != []]
     if given and not http:
         raise typer.BadParameter(
@@ -157,6 +225,11 @@ def serve(
         token_file=token_file,
         allow_origins=allow_origin or None,
         allow_hosts=allow_host or None,
+        oauth_issuer=oauth_issuer,
+        oauth_jwks=jwks,
+        oauth_audience=audience,
+        public_url=public_url,
+        oauth_datasets_claim=datasets_claim,
         watch=watch,
         watch_debounce=watch_debounce,
         watch_follow_symlinks=watch_follow_symlinks,
@@ -283,7 +356,37 @@ def start_watcher(registry: Registry, s: Settings) -> Watcher | None:
 def _token_required(s: Settings) -> bool:
     from mcpower.server.access import is_loopback
 
-    return s.token is not None or s.token_file is not None or not is_loopback(s.http_host)
+    authenticated = s.token is not None or s.token_file is not None or s.oauth_issuer is not None
+    return authenticated or not is_loopback(s.http_host)
+
+
+def _oauth_options(s: Settings) -> OAuthOptions | None:
+    """OAuth resource-server mode as the settings ask, or None.
+
+    Raises:
+        McpowerError: its companions without --oauth-issuer, an unusable URL, no public URL on a wildcard address.
+    """
+    from mcpower.server.access import WILDCARD_ADDRESSES
+    from mcpower.server.oauth import OAuthOptions
+
+    if s.oauth_issuer is None:
+        given = [f for f, v in zip(_OAUTH_ONLY, (s.oauth_jwks, s.oauth_audience, s.oauth_datasets_claim)) if v]
+        if given:
+            raise McpowerError(f"{', '.join(given)} need --oauth-issuer (or MCPOWER_OAUTH_ISSUER): the tokens' issuer")
+        return None
+    if s.public_url is None and s.http_host in WILDCARD_ADDRESSES:
+        raise McpowerError(
+            f"with --oauth-issuer on --host {s.http_host}, give --public-url: the URL clients reach /mcp at "
+            "(e.g. https://kb.example.com/mcp), which tokens must name as their audience"
+        )
+    options = OAuthOptions(
+        issuer=s.oauth_issuer,
+        jwks=s.oauth_jwks,
+        audience=s.oauth_audience,
+        public_url=s.public_url,
+        datasets_claim=s.oauth_datasets_claim,
+    )
+    return options.checked()
 
 
 def _http_options(s: Settings) -> HttpOptions:
@@ -291,9 +394,12 @@ def _http_options(s: Settings) -> HttpOptions:
     from mcpower.server.http import HttpOptions
 
     token = load_token(s.token.get_secret_value() if s.token else None, s.token_file)
-    check_exposure(s.http_host, token)
+    oauth = _oauth_options(s)
+    if oauth is None:
+        check_exposure(s.http_host, token)
     transport_security(s.http_host, s.allow_hosts, s.allow_origins)  # refuses a malformed origin
     return HttpOptions(
+        oauth=oauth,
         host=s.http_host,
         port=s.http_port,
         token=token,

@@ -23,12 +23,13 @@ import socket
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import FrameType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import uvicorn
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken, TokenVerifier
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp
@@ -46,10 +47,14 @@ from mcpower.server.access import (
     transport_security,
 )
 from mcpower.server.app import KnowledgeServer, create_server
+from mcpower.server.callers import caller_of
 from mcpower.server.connections import DRAIN_TIMEOUT_S, HEADER_TIMEOUT_S, MAX_CONNECTIONS, GuardedH11Protocol
 from mcpower.server.gate import BODY_TIMEOUT_S, Gate
 from mcpower.server.limits import TimeLimit
 from mcpower.server.sessions import SessionRoom
+
+if TYPE_CHECKING:
+    from mcpower.server.oauth import OAuthOptions
 
 logger = logging.getLogger(__name__)
 
@@ -70,6 +75,7 @@ class HttpOptions:
     token: str | None = None
     allow_hosts: list[str] = field(default_factory=list)
     allow_origins: list[str] = field(default_factory=list)
+    oauth: OAuthOptions | None = None  # OAuth resource-server mode (oauth.py)
     max_body_bytes: int = 4 * 1024 * 1024
     call_timeout: float = 60.0
     max_sessions: int = 100
@@ -110,7 +116,8 @@ def create_http_app(
     Raises:
         McpowerError: a non-loopback ``host`` without a token, or a malformed allowed origin.
     """
-    check_exposure(options.host, options.token)
+    if options.oauth is None:  # with OAuth every request needs a token
+        check_exposure(options.host, options.token)
     security = transport_security(options.host, options.allow_hosts, options.allow_origins)
     if options.host in WILDCARD_ADDRESSES and not options.allow_hosts:
         logger.warning(
@@ -118,7 +125,16 @@ def create_http_app(
             "localhost or [::1]; give the names other machines use with --allow-host",
             extra={"event": "http.hosts"},
         )
-    verifier = StaticTokenVerifier(options.token) if options.token is not None else None
+    verifiers: list[TokenVerifier] = [StaticTokenVerifier(options.token)] if options.token is not None else []
+    resource_metadata, metadata_paths, metadata = None, [], None
+    if options.oauth is not None:  # OAuth resource server: its verifier, and the metadata at paths open to all
+        from mcpower.server import oauth
+
+        resource = oauth.resource_url(options.oauth, options.url)
+        verifiers.append(oauth.JwtVerifier(options.oauth, resource))
+        resource_metadata = oauth.metadata_url(resource)
+        metadata_paths, metadata = oauth.metadata_paths(resource), oauth.metadata_endpoint(options.oauth, resource)
+    verifier = _first_of(verifiers)
     auth: dict[str, Any] = {}
     if verifier is not None:
         auth = {"token_verifier": verifier, "auth": auth_settings()}
@@ -127,10 +143,16 @@ def create_http_app(
 
     async def healthz(request: Request) -> Response:
         # Liveness for anyone who passed the Host/Origin checks; what is served, with the token only.
-        detailed = verifier is None or isinstance(request.scope.get("user"), AuthenticatedUser)
+        # (A token granting no dataset counts as none.)
+        user = request.scope.get("user")
+        detailed = verifier is None or (
+            isinstance(user, AuthenticatedUser) and caller_of(user.access_token).patterns != ()
+        )
         return JSONResponse(health(registry, detailed))
 
     server.custom_route(HEALTH_PATH, methods=["GET"])(healthz)
+    for path in metadata_paths:
+        server.custom_route(path, methods=["GET"])(metadata)
 
     app = server.streamable_http_app(
         streamable_http_path=MCP_PATH,
@@ -148,9 +170,32 @@ def create_http_app(
         verifier=verifier,
         max_body_bytes=options.max_body_bytes,
         body_timeout=options.body_timeout,
-        open_paths=[HEALTH_PATH],
+        open_paths=[HEALTH_PATH, *metadata_paths],
+        resource_metadata=resource_metadata,
     )
     return server, gate
+
+
+class _FirstOf:
+    """A TokenVerifier that asks each of ``verifiers`` in turn: the first caller one accepts.
+
+    (A minimal composition for OAuth beside the static token; i2x-authz's named tokens bring the
+    general one.)
+    """
+
+    def __init__(self, verifiers: list[TokenVerifier]) -> None:
+        self.verifiers = verifiers
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        for verifier in self.verifiers:
+            found = await verifier.verify_token(token)
+            if found is not None:
+                return found
+        return None
+
+
+def _first_of(verifiers: list[TokenVerifier]) -> TokenVerifier | None:
+    return None if not verifiers else verifiers[0] if len(verifiers) == 1 else _FirstOf(verifiers)
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -245,11 +290,13 @@ def run_http(
     Raises:
         McpowerError: before serving, when the address or the access settings cannot be used.
     """
-    server, app = create_http_app(registry, options, tool_names)
+    sock = bind(options.host, options.port)
+    if options.port == 0:  # the port chosen, so the URL the server names (its OAuth resource) is the real one
+        options = replace(options, port=sock.getsockname()[1])
     try:
-        sock = bind(options.host, options.port)
+        server, app = create_http_app(registry, options, tool_names)
     except McpowerError:
-        server.close()
+        sock.close()
         raise
     if on_listening is not None:
         on_listening()

@@ -27,6 +27,7 @@ AUDIENCE = "http://127.0.0.1:8765/mcp"  # test_http.py's BASE: the in-process se
 
 KINDS = {
     "rsa": ("RS256", lambda: rsa.generate_private_key(public_exponent=65537, key_size=2048)),
+    "rsa-pss": ("PS256", lambda: rsa.generate_private_key(public_exponent=65537, key_size=2048)),
     "ec256": ("ES256", lambda: ec.generate_private_key(ec.SECP256R1())),
     "ec384": ("ES384", lambda: ec.generate_private_key(ec.SECP384R1())),
     "ed25519": ("EdDSA", ed25519.Ed25519PrivateKey.generate),

@@ -110,7 +110,7 @@ def refusal_reasons(caplog: pytest.LogCaptureFixture) -> list[str]:
 # ---------------------------------------------------------------- accepted tokens
 
 
-@pytest.mark.parametrize("kind", ["rsa", "ec256", "ec384", "ed25519"])
+@pytest.mark.parametrize("kind", ["rsa", "rsa-pss", "ec256", "ec384", "ed25519"])
 async def test_a_valid_token_searches_as_its_caller(registry: Registry, issuer: Issuer, kind: str) -> None:
     kid = issuer.add_key(kind)
     token = issuer.mint(kid, scope="openid mcpower:read:hand* mcpower:read:recipes other:scope")

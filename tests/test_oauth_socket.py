@@ -109,6 +109,8 @@ def invoke(*args: str) -> object:
     [
         (["--jwks", "keys.json"], "--jwks need --oauth-issuer"),
         (["--oauth-issuer", "http://idp.example"], "must be an https:// URL"),
+        (["--oauth-issuer", "https://idp.example/?tenant=x"], "must not carry a query"),
+        (["--oauth-issuer", "https://idp.example", "--jwks", "missing.json"], "neither a URL nor a file"),
         (["--oauth-issuer", "https://idp.example", "--jwks", "http://idp.example/k"], "--jwks 'http://idp.example/k'"),
         (["--oauth-issuer", "https://idp.example", "--host", "0.0.0.0"], "give --public-url"),
         (["--oauth-issuer", "https://idp.example", "--public-url", "kb.example.com"], "--public-url 'kb.example.com'"),

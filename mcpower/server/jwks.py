@@ -60,8 +60,8 @@ def check_url(url: str, what: str) -> str:
     parts = urlsplit(url)
     host = parts.hostname or ""
     if (parts.scheme == "https" and host) or (parts.scheme == "http" and is_loopback(host)):
-        if parts.fragment or parts.username or parts.password:
-            raise McpowerError(f"{what} {url!r} must not carry a fragment or user info")
+        if parts.query or parts.fragment or parts.username or parts.password:
+            raise McpowerError(f"{what} {url!r} must not carry a query, a fragment or user info")
         return url
     raise McpowerError(f"{what} {url!r} must be an https:// URL (http:// only for 127.0.0.1, localhost or [::1])")
 

@@ -27,6 +27,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -80,11 +81,14 @@ class OAuthOptions:
         """These options, if usable.
 
         Raises:
-            McpowerError: a URL that is not https (http on loopback aside), a bad public URL.
+            McpowerError: a URL that is not https (http on loopback aside), a missing key set file,
+                a bad public URL.
         """
         check_url(self.issuer, "--oauth-issuer")
         if self.jwks is not None and "://" in self.jwks:
             check_url(self.jwks, "--jwks")
+        elif self.jwks is not None and not Path(self.jwks).expanduser().is_file():
+            raise McpowerError(f"--jwks {self.jwks!r} is neither a URL nor a file; give the issuer's JWK Set")
         if self.public_url is not None:
             parts = urlsplit(self.public_url)
             if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:

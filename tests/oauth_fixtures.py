@@ -2,7 +2,8 @@
 issuer's metadata served by http.server in a thread, access tokens minted with PyJWT.
 
 ``Issuer.mode`` makes the key set misbehave: ``down`` (503), ``slow`` (no answer until the test
-ends), ``huge`` (2 MB), ``malformed`` (not JSON). ``Issuer.published`` is the set it serves now:
+ends or sets ``released``), ``huge`` (2 MB), ``malformed`` (not JSON); ``slow-metadata`` makes
+every other path hang instead. ``Issuer.published`` is the set it serves now:
 change it and the next fetch sees the change (key rotation).
 """
 
@@ -73,6 +74,8 @@ class Issuer:
         self.thread.start()
 
     def answer(self, path: str) -> tuple[int, bytes]:
+        if self.mode == "slow-metadata" and path != "/jwks.json":
+            self.released.wait(60)
         meta = {"issuer": self.metadata_issuer or self.url, "jwks_uri": self.jwks_url}
         if path == "/.well-known/oauth-authorization-server" and self.metadata == "oauth":
             return 200, json.dumps(meta).encode()

@@ -304,6 +304,40 @@ async def test_unknown_kids_cannot_make_the_server_hammer_the_issuer(issuer: Iss
     assert keys.fetches == 4
 
 
+async def test_while_one_request_refreshes_the_keys_the_others_use_those_in_hand(issuer: Issuer) -> None:
+    now = [1000.0]
+    keys = KeyCache(issuer.url, issuer.jwks_url, ttl=300, refetch_interval=30, fetch_timeout=30, clock=lambda: now[0])
+    assert await keys.key("rsa-1") is not None
+    now[0] += 301
+    issuer.mode = "slow"  # the next fetch hangs until released
+    refreshed = anyio.Event()
+
+    async def refresh() -> None:
+        await keys.key("rsa-1")
+        refreshed.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(refresh)
+        with anyio.fail_after(20):
+            while issuer.requests.count("/jwks.json") < 2:
+                await anyio.sleep(0.01)
+        assert await keys.key("rsa-1") is not None  # no wait for the issuer
+        assert not refreshed.is_set()
+        issuer.released.set()
+    assert keys.fetches == 2
+
+
+async def test_discovery_and_key_set_share_one_deadline(issuer: Issuer, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="mcpower")
+    issuer.mode = "slow-metadata"
+    keys = KeyCache(issuer.url + "/realm", fetch_timeout=0.5)  # three metadata URLs to try, each hanging
+    with anyio.fail_after(20):
+        assert await keys.key("rsa-1") is None
+    assert len(issuer.requests) == 2  # the third was never tried: 2 x 0.5 s is the whole refresh's deadline
+    said = [r for r in caplog.records if getattr(r, "event", "") == "oauth.jwks_unavailable"]
+    assert said[0].reason == "no key set within 1 s"
+
+
 @pytest.mark.parametrize("mode", ["down", "slow", "huge", "malformed", "refused"])
 async def test_a_failing_key_set_refuses_tokens_and_says_why(
     registry: Registry, issuer: Issuer, mode: str, caplog: pytest.LogCaptureFixture

@@ -4,13 +4,14 @@ The JSON Web Key Set comes from ``--jwks`` (a URL or a file) or from the issuer'
 RFC 8414 ``/.well-known/oauth-authorization-server`` or OpenID ``/.well-known/openid-configuration``
 (the forms the MCP authorization spec lists), whose ``issuer`` must be the configured one and whose
 ``jwks_uri`` names the set. Everything the issuer answers is untrusted: each fetch is bounded in
-time (:data:`FETCH_TIMEOUT_S`, the whole answer) and size (:data:`MAX_DOCUMENT_BYTES`, as decoded),
+time (:data:`FETCH_TIMEOUT_S`, the whole answer; twice that for metadata and set together) and size (:data:`MAX_DOCUMENT_BYTES`, as decoded),
 follows no redirect, and only ``https`` is used (plain ``http`` on loopback alone).
 
 :class:`KeyCache` keeps the set for :data:`KEYS_TTL_S`, then fetches it again; a token naming a
 ``kid`` the set lacks makes it fetch at once (a rotation), but not more often than every
 :data:`REFETCH_INTERVAL_S`, so a flood of tokens with made-up kids costs the issuer one request per
-interval. Concurrent waiters share one fetch. When a fetch fails the last good set is kept for
+interval. Concurrent waiters share one fetch; when the keys in hand are only due for a refresh,
+the requests that arrive meanwhile use them rather than wait. When a fetch fails the last good set is kept for
 :data:`MAX_STALE_S` past its time (an issuer briefly down does not lock everyone out); with no good
 set at all, every token is refused (fail closed), and each failure is logged.
 """
@@ -192,8 +193,9 @@ class KeyCache:
 
     async def key(self, kid: str | None) -> dict[str, Any] | None:
         """The JWK named ``kid`` (None: the token names none, so the set's only key), or None."""
-        now = self.clock()
-        if self._fetched_at is None or now - self._fetched_at > self.ttl:
+        expired = self._fetched_at is None or self.clock() - self._fetched_at > self.ttl
+        # While another request refreshes, a key in hand will do: only one request waits for the issuer.
+        if expired and not (self._lock.locked() and self._lookup(kid) is not None):
             await self._refresh()
         found = self._lookup(kid)
         if found is None and self._tried_at is not None and self.clock() - self._tried_at >= self.refetch_interval:
@@ -218,7 +220,7 @@ class KeyCache:
             self._tried_at = self.clock()
             self.fetches += 1
             try:
-                keys = parse_keys(await fetch_json(await self._jwks_source(), self.fetch_timeout))
+                keys = await self._fetch()
             except JwksError as e:
                 logger.warning(
                     "oauth.jwks_unavailable: cannot get the issuer's signing keys (%s); %s",
@@ -231,6 +233,18 @@ class KeyCache:
             logger.info(
                 "oauth.jwks", extra={"event": "oauth.jwks", "kids": sorted(k[:64] for k in keys), "source": self.jwks}
             )
+
+    async def _fetch(self) -> dict[str, dict[str, Any]]:
+        """The key set, metadata included, within one deadline of two fetches.
+
+        Raises:
+            JwksError: it could not be had.
+        """
+        try:
+            with anyio.fail_after(2 * self.fetch_timeout):
+                return parse_keys(await fetch_json(await self._jwks_source(), self.fetch_timeout))
+        except TimeoutError:
+            raise JwksError(f"no key set within {2 * self.fetch_timeout:g} s") from None
 
     async def _jwks_source(self) -> str:
         """The key set's URL or file: ``--jwks``, else the ``jwks_uri`` of the issuer's metadata."""

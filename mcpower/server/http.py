@@ -46,6 +46,7 @@ from mcpower.server.access import (
     transport_security,
 )
 from mcpower.server.app import KnowledgeServer, create_server
+from mcpower.server.callers import caller_from_scope, visible
 from mcpower.server.connections import DRAIN_TIMEOUT_S, HEADER_TIMEOUT_S, MAX_CONNECTIONS, GuardedH11Protocol
 from mcpower.server.gate import BODY_TIMEOUT_S, Gate
 from mcpower.server.limits import TimeLimit
@@ -128,7 +129,7 @@ def create_http_app(
     async def healthz(request: Request) -> Response:
         # Liveness for anyone who passed the Host/Origin checks; what is served, with the token only.
         detailed = verifier is None or isinstance(request.scope.get("user"), AuthenticatedUser)
-        return JSONResponse(health(registry, detailed))
+        return JSONResponse(health(visible(registry, caller_from_scope(request.scope)), detailed))
 
     server.custom_route(HEALTH_PATH, methods=["GET"])(healthz)
 

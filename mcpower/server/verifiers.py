@@ -24,8 +24,8 @@ from mcpower.server.tokens import NamedToken, check_access, read_tokens
 logger = logging.getLogger(__name__)
 
 # What identifies one version of the file: a rename (a new inode), an edit in place (size, mtime),
-# a chmod (ctime) all change it. One stat per request: microseconds.
-Stamp = tuple[int, int, int, int, int]
+# a chmod or chown (mode, owner, ctime) all change it. One stat per request: microseconds.
+Stamp = tuple[int, ...]
 
 
 def _stamp(path: Path) -> Stamp | None:
@@ -33,7 +33,7 @@ def _stamp(path: Path) -> Stamp | None:
         st = os.stat(path)
     except OSError:
         return None
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode, st.st_uid)
 
 
 def load_named_tokens(path: Path) -> list[NamedToken]:

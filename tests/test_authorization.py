@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from conftest import FakeEmbedder, write_files
 from http_fixtures import TOKEN, HttpServer, write_http_launcher
-from server_fixtures import REPO_ROOT, subprocess_env
+from server_fixtures import REPO_ROOT, StdioServer, subprocess_env, write_launcher
 
 from mcpower.ingestion import IngestOptions, ingest
 from mcpower.server.tokens import NamedToken, digest, new_secret, read_tokens, write_tokens
@@ -289,3 +289,28 @@ def test_a_malformed_or_shared_tokens_file_stops_the_server_at_start(tmp_path: P
     assert shared.returncode == 1 and "chmod 600" in shared.stderr, shared.stderr
     missing = mcpower(*args[:-1], str(tmp_path / "nope.json"))
     assert missing.returncode == 1 and "mcpower token add" in missing.stderr, missing.stderr
+
+
+def test_the_default_tokens_file_is_used_and_stdio_is_unaffected(tmp_path: Path, template: Path) -> None:
+    """`mcpower token add` writes DATASETS_DIR/tokens.json; `serve --http` then asks for a token
+    even on loopback without MCPOWER_TOKEN; `serve --stdio` (no caller: the user) reads everything."""
+    datasets = tmp_path / "datasets"
+    shutil.copytree(template / "datasets", datasets)
+    cook = mcpower("token", "add", "cook", "-d", "recipes", "--datasets-dir", str(datasets)).stdout.strip()
+    server = HttpServer(write_http_launcher(tmp_path), datasets, token=None)
+    try:
+        assert Rpc(server, "no-such-token-0123456789").status == 401
+        assert [d["id"] for d in Rpc(server, cook).tool("knowledge_list_datasets")[1]["datasets"]] == ["recipes"]
+    finally:
+        server.stop()
+    stdio = StdioServer(
+        [sys.executable, str(write_launcher(tmp_path)), "serve", "--stdio", "--datasets-dir", str(datasets)]
+    )
+    try:
+        stdio.initialize()
+        listed = stdio.call_tool("knowledge_list_datasets", {})["structuredContent"]["datasets"]
+        assert [d["id"] for d in listed] == ["handbook", "recipes"]
+        found = stdio.call_tool("knowledge_search", {"query": "widget", "dataset": "handbook"})
+        assert not found.get("isError"), found
+    finally:
+        stdio.stop()

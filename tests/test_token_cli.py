@@ -13,6 +13,7 @@ from typer.testing import CliRunner, Result
 
 from mcpower.cli.app import app
 from mcpower.errors import McpowerError
+from mcpower.server.access import check_exposure
 from mcpower.server.tokens import NamedToken, digest, parse_expiry, read_tokens, write_tokens
 
 
@@ -135,3 +136,11 @@ def test_token_help_names_its_values() -> None:
     shown = invoke("token", "add", "--help").stdout
     assert "Usage: root token add [OPTIONS] NAME" in shown or "token add [OPTIONS] NAME" in shown
     assert "--datasets PATTERN" in shown and "--expires WHEN" in shown and "--tokens-file PATH" in shown
+
+
+def test_named_tokens_count_as_auth_off_loopback_and_apply_to_http_only(tmp_path: Path) -> None:
+    with pytest.raises(McpowerError, match="--tokens-file PATH"):
+        check_exposure("0.0.0.0", None)
+    check_exposure("0.0.0.0", None, tmp_path / "tokens.json")  # no error: named tokens are auth
+    stdio = invoke("serve", "--tokens-file", tmp_path / "tokens.json")
+    assert stdio.exit_code == 2 and "--tokens-file applies to --http only" in stdio.output

@@ -57,8 +57,8 @@ def serve(
         Path | None,
         typer.Option(
             metavar="PATH",
-            help="--http: require the bearer token in this file [env MCPOWER_TOKEN_FILE; or the token itself in "
-            "MCPOWER_TOKEN]. Required when --host is not loopback.",
+            help="--http: require the bearer token in this file, which reads every dataset [env MCPOWER_TOKEN_FILE; "
+            "or the token itself in MCPOWER_TOKEN]. Off loopback a token is required: this one or --tokens-file.",
             show_default=False,
         ),
     ] = None,

@@ -63,15 +63,15 @@ class NamedTokenVerifier:
     def __init__(self, path: Path) -> None:
         self.path = path.expanduser()
         self._stamp = _stamp(self.path)
-        self._tokens: tuple[NamedToken, ...] = tuple(load_named_tokens(self.path))  # at startup: an error
+        self._tokens = _with_digests(load_named_tokens(self.path))  # at startup: an error
 
-    def tokens(self) -> tuple[NamedToken, ...]:
-        """The tokens of the file as it is now."""
+    def tokens(self) -> tuple[tuple[bytes, NamedToken], ...]:
+        """The tokens of the file as it is now, each with its hash as bytes."""
         stamp = _stamp(self.path)
         if stamp != self._stamp:
             self._stamp = stamp  # before reading: a write after this stat is seen next time
             try:
-                self._tokens = tuple(load_named_tokens(self.path))
+                self._tokens = _with_digests(load_named_tokens(self.path))
             except McpowerError as e:
                 self._tokens = ()
                 logger.error(
@@ -89,8 +89,8 @@ class NamedTokenVerifier:
     async def verify_token(self, token: str) -> AccessToken | None:
         offered = hashlib.sha256(token.encode("utf-8", "surrogateescape")).digest()
         found: NamedToken | None = None
-        for named in self.tokens():  # every one compared: the time says nothing of which matched
-            if hmac.compare_digest(offered, bytes.fromhex(named.sha256)):
+        for hashed, named in self.tokens():  # every one compared: the time says nothing of which matched
+            if hmac.compare_digest(offered, hashed):
                 found = named
         if found is None:
             return None
@@ -103,6 +103,10 @@ class NamedTokenVerifier:
             scopes=scopes_for(found.datasets),
             expires_at=int(found.expires.timestamp()) if found.expires else None,
         )
+
+
+def _with_digests(tokens: list[NamedToken]) -> tuple[tuple[bytes, NamedToken], ...]:
+    return tuple((bytes.fromhex(t.sha256), t) for t in tokens)
 
 
 class FirstOf:

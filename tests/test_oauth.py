@@ -113,17 +113,21 @@ def refusal_reasons(caplog: pytest.LogCaptureFixture) -> list[str]:
 @pytest.mark.parametrize("kind", ["rsa", "rsa-pss", "ec256", "ec384", "ed25519"])
 async def test_a_valid_token_searches_as_its_caller(registry: Registry, issuer: Issuer, kind: str) -> None:
     kid = issuer.add_key(kind)
-    token = issuer.mint(kid, scope="openid mcpower:read:hand* mcpower:read:recipes other:scope")
+    token = issuer.mint(kid, scope="openid mcpower:read:hand* other:scope")
     async with (
         serving(registry, oauth_options(issuer)) as app,
         http(app, token) as h,
         Client(streamable_http_client(f"{BASE}/mcp", http_client=h), mode="legacy") as c,
     ):
         who = await c.call_tool("whoami", {})
-        assert who.structured_content == {"name": "alice", "patterns": ["hand*", "recipes"]}
+        assert who.structured_content == {"name": "alice", "patterns": ["hand*"]}
         found = await c.call_tool("knowledge_search", {"query": "harpsichord feature", "top_k": 3})
         assert found.structured_content["status"] == "ok"
         assert found.structured_content["results"][0]["path"] == "notes.txt"
+        listed = await c.call_tool("knowledge_list_datasets", {})
+        assert [d["id"] for d in listed.structured_content["datasets"]] == ["handbook"]  # scoped as the token says
+        hidden = await c.call_tool("knowledge_search", {"query": "pumpkin", "dataset": "recipes"})
+        assert hidden.structured_content["error"]["code"] == "DATASET_NOT_FOUND"
 
 
 async def test_the_caller_mapping(issuer: Issuer) -> None:

@@ -60,6 +60,8 @@ async def test_python_sdk_client_with_a_minted_token(server: HttpServer, issuer:
     ):
         result = await c.call_tool("knowledge_search", {"query": "pumpkin soup", "dataset": "recipes"})
         assert result.structured_content["results"][0]["path"] == "soup/pumpkin.md"
+        listed = await c.call_tool("knowledge_list_datasets", {})
+        assert [d["id"] for d in listed.structured_content["datasets"]] == ["recipes"]
     status, _, _ = get(server, "/healthz", issuer.mint(aud="http://127.0.0.1:1/mcp"))
     assert status == 200
     assert server.wait_event("oauth.refused", reason="audience")

@@ -18,6 +18,7 @@ from mcpower.cli.common import (
     open_registry,
     settings,
 )
+from mcpower.cli.serve_oauth import Audience, DatasetsClaim, Jwks, OAuthIssuer, PublicUrl, oauth_options
 from mcpower.config import Settings
 from mcpower.errors import McpowerError
 
@@ -25,7 +26,6 @@ if TYPE_CHECKING:
     from mcpower.registry import Registry
     from mcpower.server.clients import Launch
     from mcpower.server.http import HttpOptions
-    from mcpower.server.oauth import OAuthOptions
     from mcpower.watch import Watcher
 
 logger = logging.getLogger("mcpower")
@@ -34,6 +34,7 @@ _HTTP_ONLY = (
     "--host",
     "--port",
     "--token-file",
+    "--tokens-file",
     "--allow-origin",
     "--allow-host",
     "--oauth-issuer",
@@ -42,7 +43,6 @@ _HTTP_ONLY = (
     "--public-url",
     "--datasets-claim",
 )
-_OAUTH_ONLY = ("--jwks", "--audience", "--datasets-claim")
 
 
 def serve(
@@ -70,8 +70,17 @@ def serve(
         Path | None,
         typer.Option(
             metavar="PATH",
-            help="--http: require the bearer token in this file [env MCPOWER_TOKEN_FILE; or the token itself in "
-            "MCPOWER_TOKEN]. Required when --host is not loopback.",
+            help="--http: require the bearer token in this file, which reads every dataset [env MCPOWER_TOKEN_FILE; "
+            "or the token itself in MCPOWER_TOKEN]. Off loopback a token is required: this one or --tokens-file.",
+            show_default=False,
+        ),
+    ] = None,
+    tokens_file: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="PATH",
+            help="--http: accept the named tokens in this file, each reading only its datasets "
+            "(`mcpower token add`) [env MCPOWER_TOKENS_FILE; default DATASETS_DIR/tokens.json if it exists].",
             show_default=False,
         ),
     ] = None,
@@ -93,50 +102,11 @@ def serve(
             show_default=False,
         ),
     ] = None,
-    oauth_issuer: Annotated[
-        str | None,
-        typer.Option(
-            metavar="URL",
-            help="--http: accept JWT access tokens this OAuth issuer signs; scopes mcpower:read[:DATASETS] "
-            "[env MCPOWER_OAUTH_ISSUER].",
-            show_default=False,
-        ),
-    ] = None,
-    jwks: Annotated[
-        str | None,
-        typer.Option(
-            metavar="URL|FILE",
-            help="--oauth-issuer: its signing keys (a JWK Set) [env MCPOWER_OAUTH_JWKS; default: from the "
-            "issuer's metadata].",
-            show_default=False,
-        ),
-    ] = None,
-    audience: Annotated[
-        str | None,
-        typer.Option(
-            metavar="AUD",
-            help="--oauth-issuer: the aud tokens must carry [env MCPOWER_OAUTH_AUDIENCE; default: the public URL].",
-            show_default=False,
-        ),
-    ] = None,
-    public_url: Annotated[
-        str | None,
-        typer.Option(
-            metavar="URL",
-            help="--http: the URL clients reach /mcp at, e.g. https://kb.example.com/mcp: the OAuth resource "
-            "[env MCPOWER_PUBLIC_URL; default http://HOST:PORT/mcp].",
-            show_default=False,
-        ),
-    ] = None,
-    datasets_claim: Annotated[
-        str | None,
-        typer.Option(
-            metavar="CLAIM",
-            help="--oauth-issuer: a token claim listing dataset patterns it may read, besides its scopes "
-            "[env MCPOWER_OAUTH_DATASETS_CLAIM].",
-            show_default=False,
-        ),
-    ] = None,
+    oauth_issuer: OAuthIssuer = None,
+    jwks: Jwks = None,
+    audience: Audience = None,
+    public_url: PublicUrl = None,
+    datasets_claim: DatasetsClaim = None,
     datasets_dir: DatasetsDir = None,
     milvus_uri: MilvusUri = None,
     watch: Annotated[
@@ -201,6 +171,7 @@ def serve(
         host,
         port,
         token_file,
+        tokens_file,
         allow_origin,
         allow_host,
         oauth_issuer,
@@ -223,6 +194,7 @@ def serve(
         http_host=host,
         http_port=port,
         token_file=token_file,
+        tokens_file=tokens_file,
         allow_origins=allow_origin or None,
         allow_hosts=allow_host or None,
         oauth_issuer=oauth_issuer,
@@ -356,53 +328,47 @@ def start_watcher(registry: Registry, s: Settings) -> Watcher | None:
 def _token_required(s: Settings) -> bool:
     from mcpower.server.access import is_loopback
 
-    authenticated = s.token is not None or s.token_file is not None or s.oauth_issuer is not None
+    named = tokens_file_in_use(s) is not None
+    authenticated = s.token is not None or s.token_file is not None or named or s.oauth_issuer is not None
     return authenticated or not is_loopback(s.http_host)
 
 
-def _oauth_options(s: Settings) -> OAuthOptions | None:
-    """OAuth resource-server mode as the settings ask, or None.
+def tokens_file_in_use(s: Settings) -> Path | None:
+    """The named tokens file `serve --http` reads: --tokens-file (MCPOWER_TOKENS_FILE), else the
+    default one where `mcpower token add` writes, if it exists."""
+    from mcpower.server.tokens import default_tokens_file
 
-    Raises:
-        McpowerError: its companions without --oauth-issuer, an unusable URL, no public URL on a wildcard address.
-    """
-    from mcpower.server.access import WILDCARD_ADDRESSES
-    from mcpower.server.oauth import OAuthOptions
-
-    if s.oauth_issuer is None:
-        given = [f for f, v in zip(_OAUTH_ONLY, (s.oauth_jwks, s.oauth_audience, s.oauth_datasets_claim)) if v]
-        if given:
-            raise McpowerError(f"{', '.join(given)} need --oauth-issuer (or MCPOWER_OAUTH_ISSUER): the tokens' issuer")
-        return None
-    if s.public_url is None and s.http_host in WILDCARD_ADDRESSES:
-        raise McpowerError(
-            f"with --oauth-issuer on --host {s.http_host}, give --public-url: the URL clients reach /mcp at "
-            "(e.g. https://kb.example.com/mcp), which tokens must name as their audience"
-        )
-    options = OAuthOptions(
-        issuer=s.oauth_issuer,
-        jwks=s.oauth_jwks,
-        audience=s.oauth_audience,
-        public_url=s.public_url,
-        datasets_claim=s.oauth_datasets_claim,
-    )
-    return options.checked()
+    if s.tokens_file is not None:
+        return s.tokens_file.expanduser()
+    default = default_tokens_file(s.datasets_dir)
+    return default if default.exists() else None
 
 
 def _http_options(s: Settings) -> HttpOptions:
     from mcpower.server.access import check_exposure, load_token, transport_security
     from mcpower.server.http import HttpOptions
+    from mcpower.server.verifiers import load_named_tokens
 
     token = load_token(s.token.get_secret_value() if s.token else None, s.token_file)
-    oauth = _oauth_options(s)
-    if oauth is None:
-        check_exposure(s.http_host, token)
+    oauth = oauth_options(s)
+    tokens_file = tokens_file_in_use(s)
+    if tokens_file is not None:
+        named = load_named_tokens(tokens_file)  # a missing or malformed file stops the server here
+        logger.info(
+            "http.named_tokens: %d from %s",
+            len(named),
+            tokens_file,
+            extra={"event": "http.named_tokens", "tokens": len(named), "expired": sum(t.expired() for t in named)},
+        )
+    if oauth is None:  # with OAuth every request needs a token
+        check_exposure(s.http_host, token, tokens_file)
     transport_security(s.http_host, s.allow_hosts, s.allow_origins)  # refuses a malformed origin
     return HttpOptions(
         oauth=oauth,
         host=s.http_host,
         port=s.http_port,
         token=token,
+        tokens_file=tokens_file,
         allow_hosts=s.allow_hosts,
         allow_origins=s.allow_origins,
         max_body_bytes=int(s.http_max_body_mb * 1024 * 1024),

@@ -24,12 +24,13 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Literal
 
 import uvicorn
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
-from mcp.server.auth.provider import AccessToken, TokenVerifier
+from mcp.server.auth.provider import TokenVerifier
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp
@@ -47,11 +48,12 @@ from mcpower.server.access import (
     transport_security,
 )
 from mcpower.server.app import KnowledgeServer, create_server
-from mcpower.server.callers import caller_of
+from mcpower.server.callers import caller_from_scope, caller_of, visible
 from mcpower.server.connections import DRAIN_TIMEOUT_S, HEADER_TIMEOUT_S, MAX_CONNECTIONS, GuardedH11Protocol
 from mcpower.server.gate import BODY_TIMEOUT_S, Gate
 from mcpower.server.limits import TimeLimit
 from mcpower.server.sessions import SessionRoom
+from mcpower.server.verifiers import NamedTokenVerifier, one_verifier
 
 if TYPE_CHECKING:
     from mcpower.server.oauth import OAuthOptions
@@ -73,6 +75,7 @@ class HttpOptions:
     host: str = DEFAULT_HTTP_HOST
     port: int = DEFAULT_HTTP_PORT
     token: str | None = None
+    tokens_file: Path | None = None  # named tokens (tokens.py), besides or instead of the single token
     allow_hosts: list[str] = field(default_factory=list)
     allow_origins: list[str] = field(default_factory=list)
     oauth: OAuthOptions | None = None  # OAuth resource-server mode (oauth.py)
@@ -114,10 +117,11 @@ def create_http_app(
     The app's lifespan runs the SDK's session manager: serve it with lifespan on (uvicorn does).
 
     Raises:
-        McpowerError: a non-loopback ``host`` without a token, or a malformed allowed origin.
+        McpowerError: a non-loopback ``host`` without a token, a malformed allowed origin, or a
+        tokens file that is missing, malformed or writable by others.
     """
     if options.oauth is None:  # with OAuth every request needs a token
-        check_exposure(options.host, options.token)
+        check_exposure(options.host, options.token, options.tokens_file)
     security = transport_security(options.host, options.allow_hosts, options.allow_origins)
     if options.host in WILDCARD_ADDRESSES and not options.allow_hosts:
         logger.warning(
@@ -125,7 +129,11 @@ def create_http_app(
             "localhost or [::1]; give the names other machines use with --allow-host",
             extra={"event": "http.hosts"},
         )
-    verifiers: list[TokenVerifier] = [StaticTokenVerifier(options.token)] if options.token is not None else []
+    verifiers: list[TokenVerifier] = []
+    if options.token is not None:
+        verifiers.append(StaticTokenVerifier(options.token))
+    if options.tokens_file is not None:
+        verifiers.append(NamedTokenVerifier(options.tokens_file))
     resource_metadata, metadata_paths, metadata = None, [], None
     if options.oauth is not None:  # OAuth resource server: its verifier, and the metadata at paths open to all
         from mcpower.server import oauth
@@ -134,7 +142,7 @@ def create_http_app(
         verifiers.append(oauth.JwtVerifier(options.oauth, resource))
         resource_metadata = oauth.metadata_url(resource)
         metadata_paths, metadata = oauth.metadata_paths(resource), oauth.metadata_endpoint(options.oauth, resource)
-    verifier = _first_of(verifiers)
+    verifier = one_verifier(verifiers)
     auth: dict[str, Any] = {}
     if verifier is not None:
         auth = {"token_verifier": verifier, "auth": auth_settings()}
@@ -148,7 +156,7 @@ def create_http_app(
         detailed = verifier is None or (
             isinstance(user, AuthenticatedUser) and caller_of(user.access_token).patterns != ()
         )
-        return JSONResponse(health(registry, detailed))
+        return JSONResponse(health(visible(registry, caller_from_scope(request.scope)), detailed))
 
     server.custom_route(HEALTH_PATH, methods=["GET"])(healthz)
     for path in metadata_paths:
@@ -174,28 +182,6 @@ def create_http_app(
         resource_metadata=resource_metadata,
     )
     return server, gate
-
-
-class _FirstOf:
-    """A TokenVerifier that asks each of ``verifiers`` in turn: the first caller one accepts.
-
-    (A minimal composition for OAuth beside the static token; i2x-authz's named tokens bring the
-    general one.)
-    """
-
-    def __init__(self, verifiers: list[TokenVerifier]) -> None:
-        self.verifiers = verifiers
-
-    async def verify_token(self, token: str) -> AccessToken | None:
-        for verifier in self.verifiers:
-            found = await verifier.verify_token(token)
-            if found is not None:
-                return found
-        return None
-
-
-def _first_of(verifiers: list[TokenVerifier]) -> TokenVerifier | None:
-    return None if not verifiers else verifiers[0] if len(verifiers) == 1 else _FirstOf(verifiers)
 
 
 def bind(host: str, port: int) -> socket.socket:

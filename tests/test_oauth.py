@@ -21,6 +21,7 @@ from typing import Any
 
 import anyio
 import httpx2
+import jwt
 import pytest
 from conftest import FakeEmbedder, join_warm_up
 from http_fixtures import TOKEN
@@ -190,6 +191,11 @@ def _attack(issuer: Issuer, case: str) -> str | None:
         issuer.add_key("rsa", kid="impostor", publish=False)
         token = issuer.mint("impostor")
         return tampered_header(token, kid=rsa)
+    if case == "a key of its own in the header (jwk, jku)":
+        issuer.add_key("rsa", kid="attacker", publish=False)
+        attacker = json.loads(jwt.get_algorithm_by_name("RS256").to_jwk(issuer.private["attacker"][1].public_key()))
+        headers = {"jwk": attacker, "jku": "http://127.0.0.1:9/evil.json", "kid": rsa}
+        return issuer.mint("attacker", headers=headers)
     if case == "alg none":
         return unsigned({"alg": "none", "typ": "JWT", "kid": rsa}, issuer.claims())
     if case == "HS256 keyed by the public key":
@@ -228,6 +234,7 @@ ATTACKS = {
     "wrong issuer": "issuer",
     "unknown kid": "unknown_key",
     "signed by another key under a known kid": "signature",
+    "a key of its own in the header (jwk, jku)": "signature",
     "alg none": "algorithm",
     "HS256 keyed by the public key": "algorithm",
     "ES256 header on an RSA key": "key_type",

@@ -139,9 +139,16 @@ def create_http_app(
         from mcpower.server import oauth
 
         resource = oauth.resource_url(options.oauth, options.url)
-        verifiers.append(oauth.JwtVerifier(options.oauth, resource))
+        jwt_verifier = oauth.JwtVerifier(options.oauth, resource)
+        verifiers.append(jwt_verifier)
         resource_metadata = oauth.metadata_url(resource)
         metadata_paths, metadata = oauth.metadata_paths(resource), oauth.metadata_endpoint(options.oauth, resource)
+        logger.info(
+            "http.oauth: accepting access tokens of %s for the audience %s",
+            options.oauth.issuer,
+            jwt_verifier.audience,
+            extra={"event": "http.oauth", "issuer": options.oauth.issuer, "resource_metadata": resource_metadata},
+        )
     verifier = one_verifier(verifiers)
     auth: dict[str, Any] = {}
     if verifier is not None:

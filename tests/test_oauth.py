@@ -422,3 +422,29 @@ async def test_a_public_url_is_the_resource_and_the_audience(registry: Registry,
         assert (await initialize(app, issuer.mint())).status_code == 401  # the loopback URL is not the audience
     async with serving(registry, oauth_options(issuer, audience="api://kb")) as app:
         assert (await initialize(app, issuer.mint(aud=["x", "api://kb"]))).status_code == 200
+
+
+@pytest.mark.parametrize(
+    "claims",
+    [
+        {"exp": "soon"},
+        {"exp": True},
+        {"exp": 10**30},
+        {"nbf": [1]},
+        {"iat": "yesterday"},
+        {"aud": 123},
+        {"aud": [None, {"x": 1}]},
+        {"iss": ["x"]},
+        {"sub": 123, "client_id": 5, "azp": None},
+        {"sub": {"name": "alice"}},
+        {"scope": 123, "scp": {"mcpower:read": True}},
+        {"scope": ["mcpower:read"]},
+        {"jti": 5},
+    ],
+)
+async def test_claims_of_odd_types_are_answered_never_raised(issuer: Issuer, claims: dict[str, Any]) -> None:
+    from mcpower.server.oauth import JwtVerifier
+
+    verifier = JwtVerifier(oauth_options(issuer), AUDIENCE)
+    found = await verifier.verify_token(issuer.mint_raw(issuer.claims(**claims)))
+    assert found is None or isinstance(found.client_id, str)

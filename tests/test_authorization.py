@@ -226,8 +226,16 @@ def test_a_dataset_the_caller_may_not_read_answers_as_one_that_does_not_exist(
 @pytest.mark.parametrize("caller", REFUSED)
 def test_expired_and_revoked_tokens_are_refused(setup: tuple[HttpServer, dict[str, str], Path], caller: str) -> None:
     server, secrets, tokens_file = setup
-    assert Rpc(server, secrets[caller]).status == 401
+    rpc = Rpc(server, secrets[caller])
+    assert rpc.status == 401
     assert Rpc(server, secrets[caller] + "x").status == 401
+    for method, params in [
+        ("tools/call", {"name": "knowledge_list_datasets", "arguments": {}}),
+        ("tools/call", {"name": "knowledge_search", "arguments": {"query": "quokka"}}),
+        ("resources/list", {}),
+        ("resources/read", {"uri": "mcpower://eng-docs/guide.md"}),
+    ]:
+        assert rpc.post(method, params)[0] == 401
     assert healthz(server, secrets[caller]) == {"status": "ok"}  # no details without a good token
     kept = {t.name: t for t in read_tokens(tokens_file)}
     assert kept["expired"].expired() if caller == "expired" else caller not in kept  # revoked while it ran

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -144,3 +145,26 @@ def test_named_tokens_count_as_auth_off_loopback_and_apply_to_http_only(tmp_path
     check_exposure("0.0.0.0", None, tmp_path / "tokens.json")  # no error: named tokens are auth
     stdio = invoke("serve", "--tokens-file", tmp_path / "tokens.json")
     assert stdio.exit_code == 2 and "--tokens-file applies to --http only" in stdio.output
+
+
+def test_two_adds_at_once_both_land(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first add, between reading the file and writing it back, starts a second: with the lock
+    the second waits and reads what the first wrote; without it, one of the two would be lost."""
+    from mcpower.cli import tokens as cli_tokens
+    from mcpower.server import tokens as token_file
+
+    tokens_file = tmp_path / "tokens.json"
+    real_read = token_file.read_tokens
+    second = threading.Thread(target=cli_tokens.add, args=("bob", ["docs"], None, tokens_file, None))
+
+    def read(path: Path) -> list[NamedToken]:
+        found = real_read(path)
+        if not second.is_alive() and second.ident is None:
+            second.start()
+            second.join(timeout=1.0)  # returns at once without the lock; with it, the second waits for us
+        return found
+
+    monkeypatch.setattr(token_file, "read_tokens", read)
+    cli_tokens.add("alice", ["docs"], None, tokens_file, None)
+    second.join(timeout=30)
+    assert sorted(t.name for t in real_read(tokens_file)) == ["alice", "bob"]

@@ -7,6 +7,7 @@ without a restart.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -78,6 +79,7 @@ def add(
         check_name,
         check_patterns,
         digest,
+        editing,
         new_secret,
         parse_expiry,
         write_tokens,
@@ -91,13 +93,14 @@ def add(
         created=datetime.now(timezone.utc),
         expires=parse_expiry(expires) if expires is not None else None,
     )
-    tokens = _read(path)
-    if any(t.name == name for t in tokens):
-        raise McpowerError(
-            f"there is already a token named {name!r} in {path}: revoke it first, or choose another name"
-        )
     secret = new_secret()
-    write_tokens(path, [*tokens, NamedToken(**{**token.__dict__, "sha256": digest(secret)})])
+    with editing(path):  # read, checked and written again under the lock: two adds at once both land
+        tokens = _read(path)
+        if any(t.name == name for t in tokens):
+            raise McpowerError(
+                f"there is already a token named {name!r} in {path}: revoke it first, or choose another name"
+            )
+        write_tokens(path, [*tokens, replace(token, sha256=digest(secret))])
     typer.echo(secret)
     until = f", until {_when(token.expires)} UTC" if token.expires else ""
     typer.echo(
@@ -145,14 +148,15 @@ def revoke(
 ) -> None:
     """Remove a token: a running server refuses it from its next request."""
     from mcpower.errors import McpowerError
-    from mcpower.server.tokens import write_tokens
+    from mcpower.server.tokens import editing, write_tokens
 
     path = _path(tokens_file, datasets_dir)
-    tokens = _read(path)
-    kept = [t for t in tokens if t.name != name]
-    if len(kept) == len(tokens):
-        raise McpowerError(f"there is no token named {name[:80]!r} in {path}; `mcpower token list` shows them")
-    write_tokens(path, kept)
+    with editing(path):
+        tokens = _read(path)
+        kept = [t for t in tokens if t.name != name]
+        if len(kept) == len(tokens):
+            raise McpowerError(f"there is no token named {name[:80]!r} in {path}; `mcpower token list` shows them")
+        write_tokens(path, kept)
     typer.echo(f"token {name!r} revoked in {path}", err=True)
 
 

@@ -17,6 +17,7 @@ here imports the MCP SDK: the CLI's `token` commands use this module alone.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -24,7 +25,7 @@ import os
 import re
 import secrets
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
@@ -212,6 +213,29 @@ def write_tokens(path: Path, tokens: Sequence[NamedToken]) -> None:
             raise
     except OSError as e:
         raise McpowerError(f"cannot write the tokens file {path}: {e.strerror or e}") from None
+
+
+@contextlib.contextmanager
+def editing(path: Path) -> Iterator[None]:
+    """Hold the tokens file's lock (a ``.lock`` file beside it, POSIX) while it is read and written
+    again, so two `mcpower token add` at once both land.
+
+    Raises:
+        McpowerError: the folder cannot be written.
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path.parent / f".{path.name}.lock", os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    except OSError as e:
+        raise McpowerError(f"cannot write the tokens file {path}: {e.strerror or e}") from None
+    try:
+        if os.name == "posix":
+            import fcntl
+
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def _token(entry: object, index: int) -> NamedToken:

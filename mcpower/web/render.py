@@ -30,14 +30,23 @@ CSP = (
 SECURITY_HEADERS = {
     "Content-Security-Policy": CSP,
     "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
+    # Not no-referrer: under it a browser sends `Origin: null` with the sign-in form, which the
+    # Origin check must then refuse. same-origin sends no referrer to any other site (and no page
+    # links to one: document text never becomes a link).
+    "Referrer-Policy": "same-origin",
     "X-Frame-Options": "DENY",
     "Cross-Origin-Opener-Policy": "same-origin",
     "Cross-Origin-Resource-Policy": "same-origin",
     # Pages show what a caller may read: no shared cache may keep them.
     "Cache-Control": "no-store",
 }
-_STATIC_TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8", ".txt": "text/plain"}
+_STATIC_TYPES = {
+    ".css": "text/css; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".svg": "image/svg+xml",
+    ".txt": "text/plain; charset=utf-8",
+}
+FAVICON = "favicon.svg"
 STATIC_PREFIX = "/static/"
 
 
@@ -126,7 +135,7 @@ def static_paths() -> list[str]:
 
 
 async def static(request: Request) -> Response:
-    name = str(request.path_params.get("name", ""))
+    name = str(request.path_params.get("name", FAVICON))
     body = STATIC.get(name)
     if body is None:
         return secure(Response("Not found", status_code=404, media_type="text/plain"))

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("mcpower")
 
-_HTTP_ONLY = ("--host", "--port", "--token-file", "--allow-origin", "--allow-host")
+_HTTP_ONLY = ("--host", "--port", "--token-file", "--allow-origin", "--allow-host", "--web/--no-web")
 
 
 def serve(
@@ -77,6 +77,15 @@ def serve(
             metavar="NAME",
             help="--http: a name clients reach the server by (Host header) besides loopback ones and --host; "
             "repeatable [env MCPOWER_ALLOW_HOSTS, comma-separated].",
+            show_default=False,
+        ),
+    ] = None,
+    web: Annotated[
+        bool | None,
+        typer.Option(
+            "--web/--no-web",
+            help="--http: serve the web pages for people at / beside /mcp (docs/web.md) "
+            "[env MCPOWER_WEB; default on].",
             show_default=False,
         ),
     ] = None,
@@ -140,7 +149,7 @@ def serve(
     """
     if stdio and http:
         raise typer.BadParameter("--stdio and --http are mutually exclusive: choose one transport")
-    values = (host, port, token_file, allow_origin, allow_host)
+    values = (host, port, token_file, allow_origin, allow_host, web)
     given = [name for name, value in zip(_HTTP_ONLY, values) if value is not None and value != []]
     if given and not http:
         raise typer.BadParameter(
@@ -157,6 +166,7 @@ def serve(
         token_file=token_file,
         allow_origins=allow_origin or None,
         allow_hosts=allow_host or None,
+        web=web,
         watch=watch,
         watch_debounce=watch_debounce,
         watch_follow_symlinks=watch_follow_symlinks,
@@ -305,4 +315,5 @@ def _http_options(s: Settings) -> HttpOptions:
         session_idle=s.http_session_idle,
         threads=s.worker_threads,
         max_connections=s.http_max_connections,
+        web=s.web,
     )

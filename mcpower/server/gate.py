@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Collection
+from typing import Protocol
 
 import anyio
 from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend
@@ -47,6 +48,15 @@ def _unauthorized() -> Response:
     )
 
 
+class Door(Protocol):
+    """Another door's say in authentication (the web pages, mcpower/web): a login cookie standing
+    in for the bearer header on its own paths only, and its own answer to a refused request."""
+
+    def admit(self, scope: Scope) -> Scope: ...
+
+    def refusal(self, scope: Scope) -> Response | None: ...
+
+
 class Gate:
     """ASGI middleware in front of the whole app: access checks first, then a bounded body read.
 
@@ -63,6 +73,7 @@ class Gate:
         max_body_bytes: int,
         body_timeout: float = BODY_TIMEOUT_S,
         open_paths: Collection[str] = (),
+        door: Door | None = None,
     ) -> None:
         self.app = app
         self.hosts = hosts
@@ -70,11 +81,14 @@ class Gate:
         self.max_body_bytes = max_body_bytes
         self.body_timeout = body_timeout
         self.open_paths = frozenset(open_paths)
+        self.door = door
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        if self.door is not None and self.auth is not None:
+            scope = self.door.admit(scope)
         refusal = await self._check(scope)
         if refusal is None:
             body = await self._read_body(receive)
@@ -97,7 +111,7 @@ class Gate:
         auth = self.auth if scope["path"] not in self.open_paths else None
         if auth is not None and await auth.authenticate(HTTPConnection(scope)) is None:
             logger.info("http.refused", extra={"event": "http.refused", "status": 401, "reason": "token"})
-            return _unauthorized()
+            return (self.door.refusal(scope) if self.door is not None else None) or _unauthorized()
         declared = headers.get("content-length", "")
         if declared.isdigit() and int(declared) > self.max_body_bytes:
             return self._refused(413, "Request body too large", "body_size")

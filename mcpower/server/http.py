@@ -80,6 +80,8 @@ class HttpOptions:
     header_timeout: float = HEADER_TIMEOUT_S
     body_timeout: float = BODY_TIMEOUT_S
     drain_timeout: float = DRAIN_TIMEOUT_S
+    # The web pages for people at / (mcpower/web, docs/web.md); off with --no-web.
+    web: bool = True
 
     @property
     def url(self) -> str:
@@ -131,6 +133,14 @@ def create_http_app(
         return JSONResponse(health(registry, detailed))
 
     server.custom_route(HEALTH_PATH, methods=["GET"])(healthz)
+    door, open_paths = None, [HEALTH_PATH]
+    if options.web:
+        from mcpower.web import OPEN_PATHS, web_routes  # the pages load only here: never for stdio
+
+        routes, door = web_routes(server, registry, verifier, options.call_timeout)
+        for route in routes:
+            server.custom_route(route.path, methods=sorted(route.methods or ()))(route.endpoint)
+        open_paths += OPEN_PATHS
 
     app = server.streamable_http_app(
         streamable_http_path=MCP_PATH,
@@ -148,7 +158,8 @@ def create_http_app(
         verifier=verifier,
         max_body_bytes=options.max_body_bytes,
         body_timeout=options.body_timeout,
-        open_paths=[HEALTH_PATH],
+        open_paths=open_paths,
+        door=door,
     )
     return server, gate
 

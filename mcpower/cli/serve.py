@@ -84,8 +84,7 @@ def serve(
         bool | None,
         typer.Option(
             "--web/--no-web",
-            help="--http: serve the web pages for people at / beside /mcp (docs/web.md) "
-            "[env MCPOWER_WEB; default on].",
+            help="--http: serve the web pages for people at / beside /mcp (docs/web.md) [env MCPOWER_WEB; default on].",
             show_default=False,
         ),
     ] = None,

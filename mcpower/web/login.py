@@ -133,7 +133,11 @@ def login_routes(
         valid = 0 < len(token) <= MAX_TOKEN_CHARS and token.isascii() and token.isprintable() and ";" not in token
         if not valid or await verifier.verify_token(token) is None:
             logger.info("web.login_refused", extra={"event": "web.login_refused"})
-            data = {"next": target, "error": "That token is not accepted here. Check it and try again.", "signed_in": None}
+            data = {
+                "next": target,
+                "error": "That token is not accepted here. Check it and try again.",
+                "signed_in": None,
+            }
             return page(request, "login.html", data, status=401)
         response = RedirectResponse(target, status_code=303)
         response.set_cookie(COOKIE, token, path="/", secure=True, httponly=True, samesite="strict")

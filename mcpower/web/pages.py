@@ -102,6 +102,7 @@ class Pages:
         if not form["q"].strip():
             return page(request, "search.html", data, caller=self.caller_name(request))
         arguments = {SEARCH_FIELDS[name]: _argument(SEARCH_FIELDS[name], v) for name, v in form.items() if v != ""}
+        arguments.setdefault("offset", 0)  # given, the answer says where the next page starts
         started = time.perf_counter()
         try:
             is_error, content = await self._answer("search", arguments)
@@ -110,7 +111,9 @@ class Pages:
         data["elapsed_ms"] = round((time.perf_counter() - started) * 1000, 1)
         if is_error:
             data["error"] = content.get("error", {"code": "ERROR", "message": "the search failed"})
-            return page(request, "search.html", data, status_of(data["error"]["code"]), caller=self.caller_name(request))
+            return page(
+                request, "search.html", data, status_of(data["error"]["code"]), caller=self.caller_name(request)
+            )
         data["response"] = content
         next_offset = content.get("meta", {}).get("next_offset")
         data["next_url"] = (

@@ -2,9 +2,9 @@
 with line numbers, the passage's lines marked, and the chunks the window holds (to show how the
 document was cut).
 
-A document can be megabytes: the page shows at most :data:`MAX_WINDOW_LINES` lines and
-:data:`MAX_WINDOW_CHARS` characters of it (a longer line is cut, saying how much was left out),
-with links to the lines before and after.
+A document can be megabytes: the page shows at most :data:`MAX_WINDOW_LINES` lines of it, and no
+more than :data:`MAX_WINDOW_HTML` bytes of HTML (a longer line is cut, saying how much was left
+out), with links to the lines before and after.
 """
 
 from __future__ import annotations
@@ -14,16 +14,35 @@ from typing import Any
 from mcpower.lookups import resolve
 from mcpower.registry import Registry
 from mcpower.server.responses import Redactor
+from mcpower.web.text import MAX_MARKS, visible
 
 # Lines of context shown above the passage by default, and the window's default and largest size.
 CONTEXT_LINES = 12
 WINDOW_LINES = 120
 MAX_WINDOW_LINES = 400
-# A page stays well under 100 KB of HTML (escaping and markup add to the text).
-MAX_WINDOW_CHARS = 40_000
-MAX_LINE_CHARS = 2_000
+# A page stays under 100 KB of HTML: the window's lines may take this much as HTML (escaped, with
+# their markup), and one line at most a tenth of it (a longer one is cut, saying by how much).
+MAX_WINDOW_HTML = 64_000
+MAX_LINE_HTML = 6_400
+LINE_MARKUP = 150  # the HTML around each line's text: number, classes, ids
 # Chunks looked at on each side of the passage's for the boundaries shown in the window.
 MAX_CHUNKS_AROUND = 200
+
+
+def html_size(text: str) -> int:
+    """Bytes ``text`` takes in the page (escaped, hidden characters marked)."""
+    return len(str(visible(text)).encode("utf-8"))
+
+
+def fit_line(text: str) -> tuple[str, int]:
+    """``text``, cut to take at most :data:`MAX_LINE_HTML` bytes in the page, and how many
+    characters were cut."""
+    if len(text) * 6 + MAX_MARKS * 48 <= MAX_LINE_HTML or html_size(text) <= MAX_LINE_HTML:  # escaping: 6x at most
+        return text, 0
+    keep = min(len(text), MAX_LINE_HTML)
+    while keep > 0 and html_size(text[:keep]) > MAX_LINE_HTML:
+        keep = keep * 3 // 4
+    return text[:keep], len(text) - keep
 
 
 def document_window(
@@ -53,17 +72,25 @@ def document_window(
         size = max(size, min(passage[1] - first + 1 + CONTEXT_LINES, MAX_WINDOW_LINES))
     first = max(1, min(first, max(total, 1)))
     shown: list[dict[str, Any]] = []
-    chars = 0
+    weight = 0
     n = first
-    while n <= total and n < first + size and (chars < MAX_WINDOW_CHARS or not shown):
-        text = lines[n - 1]
-        cut = max(0, len(text) - MAX_LINE_CHARS)
-        text = redactor.folders(text[:MAX_LINE_CHARS])
-        chars += len(text)
+    while n <= total and n < first + size:
+        text, cut = fit_line(redactor.folders(lines[n - 1]))
+        cost = html_size(text) + LINE_MARKUP
+        if shown and weight + cost > MAX_WINDOW_HTML:
+            break
+        weight += cost
         shown.append({"n": n, "text": text, "cut": cut, "passage": passage[0] <= n <= passage[1]})
         n += 1
     last = n - 1
-    around = store.neighbors(hit, MAX_CHUNKS_AROUND, MAX_CHUNKS_AROUND)
+    around = [
+        c
+        for c in store.neighbors(hit, MAX_CHUNKS_AROUND, MAX_CHUNKS_AROUND)
+        if c.end_line >= first and c.start_line <= last
+    ]
+    starts: dict[int, list[int]] = {}
+    for c in around:
+        starts.setdefault(max(c.start_line, first), []).append(c.ordinal)
     chunks = [
         {
             "ordinal": c.ordinal,
@@ -74,11 +101,7 @@ def document_window(
             "current": c.id == hit.id,
         }
         for c in around
-        if c.end_line >= first and c.start_line <= last
     ]
-    starts: dict[int, list[int]] = {}
-    for c in chunks:
-        starts.setdefault(max(c["start"], first), []).append(c["ordinal"])
     for line in shown:
         line["chunks"] = starts.get(line["n"], [])
     return {

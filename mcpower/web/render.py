@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 
 from mcpower import __version__
-from mcpower.web.text import highlight, visible
+from mcpower.web.text import highlight, plain, visible
 
 logger = logging.getLogger(__name__)
 
@@ -50,12 +50,12 @@ def _environment() -> Environment:
     )
     env.filters["visible"] = visible
     env.filters["highlight"] = highlight
+    env.filters["plain"] = plain
     env.filters["number"] = lambda n: "" if n is None else f"{n:,}"
     env.filters["size"] = human_size
     env.filters["when"] = when
     env.globals["version"] = __version__
     return env
-
 
 
 def human_size(n: int | None) -> str:

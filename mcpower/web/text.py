@@ -11,7 +11,6 @@ visible ``⟨U+202E⟩`` mark (and the whole value is isolated by the template w
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 
 from markupsafe import Markup, escape
 
@@ -25,19 +24,38 @@ _HIDDEN = re.compile(
 )
 
 
-def _mark(ch: str) -> str:
-    return f'<span class="cc" title="hidden character U+{ord(ch):04X}">\u27e8U+{ord(ch):04X}\u27e9</span>'
+# Marks shown in one value; hidden characters past them are dropped and counted, so a text made of
+# zero-width characters cannot swell a page (each mark takes ~40 bytes of HTML).
+MAX_MARKS = 24
+
+
+def _mark(label: str) -> str:
+    return f'<span class="cc">\u27e8{label}\u27e9</span>'
 
 
 def visible(text: object) -> Markup:
-    """``text`` escaped, each hidden or direction-changing character replaced by a visible mark."""
+    """``text`` escaped, each hidden or direction-changing character replaced by a visible mark
+    (past :data:`MAX_MARKS`, dropped and counted in one last mark)."""
     escaped = str(escape("" if text is None else str(text)))
-    return Markup(_HIDDEN.sub(lambda m: _mark(m.group(0)), escaped))
+    marks = 0
+
+    def replace(m: re.Match[str]) -> str:
+        nonlocal marks
+        marks += 1
+        return _mark(f"U+{ord(m.group(0)):04X}") if marks <= MAX_MARKS else ""
+
+    shown = _HIDDEN.sub(replace, escaped)
+    if marks > MAX_MARKS:
+        shown += _mark(f"{marks - MAX_MARKS:,} more hidden characters removed")
+    return Markup(shown)
 
 
-def has_hidden(text: str) -> bool:
-    """Whether ``text`` holds a character :func:`visible` would mark."""
-    return _HIDDEN.search(text) is not None
+def plain(text: object, limit: int = 80) -> str:
+    """``text`` for places that hold no markup (a page's ``<title>``): at most ``limit`` characters,
+    hidden characters written as ``⟨U+202E⟩`` (autoescape escapes the rest)."""
+    raw = "" if text is None else str(text)
+    cut = raw[:limit] + ("…" if len(raw) > limit else "")
+    return _HIDDEN.sub(lambda m: f"\u27e8U+{ord(m.group(0)):04X}\u27e9", cut)
 
 
 def highlight(text: object, query: str) -> Markup:
@@ -63,8 +81,3 @@ def _term_pattern(term: str) -> str:
     word = re.escape(term)
     # Whole words for alphabetic terms (as the keyword index matches them); CJK terms anywhere.
     return word if not term[:1].isalnum() or not term.isascii() else rf"(?<![^\W_]){word}(?![^\W_])"
-
-
-def mark_lines(lines: Iterable[str]) -> list[Markup]:
-    """Each line as :func:`visible` shows it."""
-    return [visible(line) for line in lines]

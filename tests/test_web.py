@@ -351,7 +351,7 @@ async def test_every_answer_carries_the_security_headers(registry: Registry) -> 
             csp = r.headers["content-security-policy"]
             assert "default-src 'self'" in csp and "frame-ancestors 'none'" in csp and "unsafe-inline" not in csp
             assert r.headers["x-content-type-options"] == "nosniff"
-            assert r.headers["referrer-policy"] == "no-referrer"
+            assert r.headers["referrer-policy"] == "same-origin"
             if "text/html" in r.headers.get("content-type", ""):
                 assert (
                     "<script>" not in r.text

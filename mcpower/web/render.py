@@ -37,7 +37,12 @@ SECURITY_HEADERS = {
     # Pages show what a caller may read: no shared cache may keep them.
     "Cache-Control": "no-store",
 }
-_STATIC_TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8", ".txt": "text/plain"}
+_STATIC_TYPES = {
+    ".css": "text/css; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".txt": "text/plain",
+    ".svg": "image/svg+xml",  # the icon: without one, browsers ask for /favicon.ico and log its 404
+}
 STATIC_PREFIX = "/static/"
 
 

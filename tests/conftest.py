@@ -76,6 +76,13 @@ class FakeEmbedder:
         return self._vector(text)
 
 
+@pytest.fixture(scope="session")
+def anyio_backend() -> str:
+    """Async tests run on asyncio only, as the server does: anyio's own fixture would run each on every
+    installed backend, and trio is installed too (selenium, of the test extra, requires it)."""
+    return "asyncio"
+
+
 @pytest.fixture(autouse=True)
 def isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """No MCPOWER_* settings, no network, caches and the working directory inside tmp_path."""

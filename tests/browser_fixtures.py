@@ -186,9 +186,12 @@ class Page:
         )
 
     def scheme(self, scheme: str) -> None:
-        self.driver.execute_cdp_cmd(
-            "Emulation.setEmulatedMedia", {"media": "", "features": [{"name": "prefers-color-scheme", "value": scheme}]}
-        )
+        """Light or dark, and reduced motion: smooth scrolling would leave a scroll half done when a test looks."""
+        features = [
+            {"name": "prefers-color-scheme", "value": scheme},
+            {"name": "prefers-reduced-motion", "value": "reduce"},
+        ]
+        self.driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"media": "", "features": features})
 
     def screenshots(self, label: str = "") -> list[Path]:
         """The page as it is now at each width and scheme, saved as PNGs; restores laptop, light."""

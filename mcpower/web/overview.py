@@ -102,6 +102,19 @@ def shown_folder(path: str, redactor: Redactor) -> str:
     return str(rel) if str(rel) != "." else "."
 
 
+def _staleness(entry: DatasetEntry, source: str | None) -> tuple[bool | None, str | None]:
+    """Whether a ready dataset is known to be behind its files: a watched one is kept current; one
+    whose source folder is gone cannot be (one stat); otherwise unknown without reading the folder
+    (each search result still says whether its own file changed)."""
+    if entry.error is not None or source is None:
+        return None, None
+    if entry.watch is not None and entry.watch.state in ("watching", "indexing"):
+        return False, None
+    if not os.path.isdir(source):
+        return True, "folder gone"
+    return None, None
+
+
 def dataset_rows(registry: Registry, entries: list[DatasetEntry], redactor: Redactor, sizes: Sizes) -> dict[str, Any]:
     """The datasets page's data (and its JSON twin's)."""
     rows = []
@@ -115,6 +128,8 @@ def dataset_rows(registry: Registry, entries: list[DatasetEntry], redactor: Reda
         row["watch_since"] = e.watch.since or None if e.watch else None
         row["last_reindex"] = e.watch.last_update if e.watch else None
         row["notes"] = [redactor.message(n) for n in e.notes]
+        row.update(error_code=None, problem=None, fix=None)
+        row["stale"], row["stale_reason"] = _staleness(e, source.path if source is not None else None)
         if e.error is not None:
             meaning, fix = _PROBLEMS.get(e.error.code, _DEFAULT_PROBLEM)
             where = row["source"] or "SOURCE_FOLDER"
@@ -123,6 +138,9 @@ def dataset_rows(registry: Registry, entries: list[DatasetEntry], redactor: Reda
             row["fix"] = fix.format(id=e.id if "@" not in e.id else e.id.split("@")[0], source=where)
         if row.get("status") == "ready" and row.get("watch_state") in ("source_missing", "failed"):
             row["problem"] = "Its watch needs attention: " + (row.get("watch_message") or "see the server's log")
+        elif row["stale"]:
+            row["problem"] = "Its source folder is gone: it answers from the files as they were when indexed."
+            row["fix"] = f"mcpower ingest NEW_FOLDER --id {e.id} --replace"
         rows.append(row)
     return {
         "datasets": rows,

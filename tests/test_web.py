@@ -261,7 +261,8 @@ async def test_with_a_token_no_page_answers_without_it(registry: Registry) -> No
             assert wrong.status_code == 303
         login = await h.get("/login?next=/search")
         assert login.status_code == 200 and 'data-testid="login-form"' in login.text
-        assert (await h.get("/static/web.css")).status_code == 200
+        for url in ["/static/web.css", "/static/web.js", "/static/favicon.svg", "/favicon.ico"]:
+            assert (await h.get(url)).status_code == 200, url  # the login page needs them
     async with serving(registry, token=TOKEN) as (_, app), web(app, token=TOKEN) as h:
         assert (await h.get("/")).status_code == 200  # the bearer header works too
         assert (await h.get("/search?q=toolkit&format=json")).status_code == 200
@@ -300,6 +301,7 @@ async def test_a_page_shows_who_is_signed_in(registry: Registry) -> None:
         ({"Origin": "http://evil.example"}, 403),  # refused by the gate, as for /mcp
         ({"Origin": "http://127.0.0.1:9999"}, 403),  # another port of this host: same-site, not same-origin
         ({"Sec-Fetch-Site": "cross-site"}, 403),
+        ({"Origin": "null"}, 403),  # an opaque origin (what no-referrer would make browsers send)
         ({"Origin": BASE}, 303),
         ({}, 303),  # not a browser
     ],
@@ -336,6 +338,17 @@ async def test_host_checks_apply_to_the_pages(registry: Registry) -> None:
 )
 def test_next_is_a_local_path_only(given: str | None, target: str) -> None:
     assert local_target(given) == target
+
+
+async def test_a_form_that_is_not_the_login_form_is_refused(registry: Registry) -> None:
+    async with serving(registry, token=TOKEN) as (_, app), web(app) as h:
+        many = await h.post(
+            "/login",
+            content="&".join(f"f{n}=1" for n in range(50)) + f"&token={TOKEN}",
+            headers={"Content-Type": "application/x-www-form-urlencoded"},
+        )
+        json_body = await h.post("/login", json={"token": TOKEN})
+    assert many.status_code == json_body.status_code == 401 and "set-cookie" not in many.headers
 
 
 async def test_login_never_redirects_off_the_server(registry: Registry) -> None:

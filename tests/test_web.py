@@ -446,3 +446,40 @@ async def test_pages_weigh_under_100_kb(registry: Registry) -> None:
         rid = (await first_result(h))["result_id"]
         for url in [*PAGES, f"/doc?id={rid}", f"/doc?id={rid}&chunks=1", "/static/web.css", "/static/web.js"]:
             assert len((await h.get(url)).content) < 100_000, url
+
+
+# ---------------------------------------------------------------- which datasets a caller sees
+
+
+async def test_a_restricted_caller_sees_only_its_datasets_on_every_page(registry: Registry, tmp_path: Path) -> None:
+    from datetime import datetime, timezone
+
+    from mcpower.server.tokens import NamedToken, digest, write_tokens
+
+    cook = "cook-secret-0123456789abcdef0123456789"
+    tokens_file = tmp_path / "tokens.json"
+    write_tokens(tokens_file, [NamedToken("cook", digest(cook), ("recipes",), datetime.now(timezone.utc))])
+    async with serving(registry, tokens_file=tokens_file) as (_, app), web(app, token=cook) as h:
+        listed = (await h.get("/?format=json")).json()["datasets"]
+        page = (await h.get("/")).text
+        search = (await h.get("/search", params={"q": "toolkit", "format": "json"})).json()
+        form = (await h.get("/search")).text
+        hidden = await h.get("/search", params={"q": "toolkit", "dataset": "handbook", "format": "json"})
+        unknown = await h.get("/search", params={"q": "toolkit", "dataset": "nope", "format": "json"})
+    async with serving(registry) as (_, app), web(app) as h:
+        rid = (await first_result(h, "zephyrine", dataset="handbook"))["result_id"]
+    async with serving(registry, tokens_file=tokens_file) as (_, app), web(app) as h:
+        signed_in = await h.post("/login", data={"token": cook, "next": "/"})
+        jar = {"Cookie": signed_in.headers["set-cookie"].split(";")[0]}
+        doc = await h.get("/doc", params={"id": rid, "format": "json"}, headers=jar)
+        missing = await h.get("/doc", params={"id": rid.replace(":", "x:", 1), "format": "json"}, headers=jar)
+        cookie_page = (await h.get("/?format=json", headers=jar)).json()["datasets"]
+    assert [d["id"] for d in listed] == [d["id"] for d in cookie_page] == ["recipes"]
+    assert "handbook" not in page and "handbook" not in form and "Signed in as <bdi>cook</bdi>" in page
+    assert search["response"]["meta"]["datasets"] == ["recipes"]
+    assert {r["dataset"] for r in search["response"]["results"]} == {"recipes"}
+    # Another caller's dataset answers exactly as an unknown one (no existence leak).
+    assert hidden.status_code == unknown.status_code == 404
+    assert hidden.json()["error"]["message"].replace("handbook", "nope") == unknown.json()["error"]["message"]
+    assert doc.status_code == missing.status_code == 404
+    assert doc.json()["error"]["code"] == "RESULT_NOT_FOUND" and "zephyrine" not in doc.text

@@ -374,10 +374,25 @@ async def test_no_web_serves_mcp_only(registry: Registry) -> None:
 # ---------------------------------------------------------------- headers, hostile text, weight
 
 
+async def test_refusals_and_redirects_carry_them_too_but_not_mcp(registry: Registry) -> None:
+    async with serving(registry, token=TOKEN) as (_, app), web(app) as h:
+        answers = [
+            await h.get("/"),
+            await h.get("/?format=json"),
+            await h.get("/nope"),
+            await h.get("/", headers={"Host": "evil.example"}),
+        ]
+        mcp = await h.post("/mcp", json=INITIALIZE, headers={**MCP_HEADERS, "Authorization": f"Bearer {TOKEN}"})
+    assert [r.status_code for r in answers] == [303, 401, 401, 421]
+    assert all("frame-ancestors 'none'" in r.headers["content-security-policy"] for r in answers)
+    assert mcp.status_code == 200 and "content-security-policy" not in mcp.headers
+
+
 async def test_every_answer_carries_the_security_headers(registry: Registry) -> None:
     async with serving(registry) as (_, app), web(app) as h:
         rid = (await first_result(h))["result_id"]
-        for url in [*PAGES, f"/doc?id={rid}", "/?format=json", "/doc?id=nope", "/static/web.js", "/static/nope.js"]:
+        urls = [*PAGES, f"/doc?id={rid}", "/?format=json", "/doc?id=nope", "/static/web.js", "/static/nope.js", "/nope"]
+        for url in urls:
             r = await h.get(url)
             csp = r.headers["content-security-policy"]
             assert "default-src 'self'" in csp and "frame-ancestors 'none'" in csp and "unsafe-inline" not in csp

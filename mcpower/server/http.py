@@ -146,7 +146,7 @@ def create_http_app(
     server.custom_route(HEALTH_PATH, methods=["GET"])(healthz)
     door, open_paths = None, [HEALTH_PATH]
     if options.web:
-        from mcpower.web import OPEN_PATHS, web_routes  # the pages load only here: never for stdio
+        from mcpower.web import OPEN_PATHS, SecurityHeaders, web_routes  # loaded only here: never for stdio
 
         routes, door = web_routes(server, registry, verifier, options.call_timeout)
         for route in routes:
@@ -172,6 +172,8 @@ def create_http_app(
         open_paths=open_paths,
         door=door,
     )
+    if door is not None:  # every answer but /mcp's carries the pages' security headers (CSP ...)
+        return server, SecurityHeaders(gate, MCP_PATH)
     return server, gate
 
 

@@ -18,9 +18,9 @@ from mcpower.registry import Registry
 from mcpower.server.app import KnowledgeServer
 from mcpower.web.login import LOGIN_PATH, LOGOUT_PATH, Verifier, WebDoor, login_routes
 from mcpower.web.pages import Pages
-from mcpower.web.render import STATIC_PREFIX, static, static_paths
+from mcpower.web.render import STATIC_PREFIX, SecurityHeaders, static, static_paths
 
-__all__ = ["OPEN_PATHS", "PAGE_PATHS", "WebDoor", "web_routes"]
+__all__ = ["OPEN_PATHS", "PAGE_PATHS", "SecurityHeaders", "WebDoor", "web_routes"]
 
 PAGE_PATHS = ("/", "/search", "/doc")
 # Reachable without a token: the login form, and the files it uses.

@@ -17,6 +17,7 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcpower import __version__
 from mcpower.web.text import highlight, plain, visible
@@ -94,6 +95,30 @@ def secure(response: Response) -> Response:
     for name, value in SECURITY_HEADERS.items():
         response.headers.setdefault(name, value)
     return response
+
+
+class SecurityHeaders:
+    """ASGI middleware: every answer outside ``skip`` (``/mcp``) carries :data:`SECURITY_HEADERS`
+    — the pages, their redirects and refusals, and any path no route answers."""
+
+    def __init__(self, app: ASGIApp, skip: str) -> None:
+        self.app = app
+        self.skip = skip
+        self._raw = [(k.lower().encode(), v.encode()) for k, v in SECURITY_HEADERS.items()]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] == self.skip or scope["path"].startswith(self.skip + "/"):
+            await self.app(scope, receive, send)
+            return
+
+        async def send_secured(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                present = {k.lower() for k, _ in message.get("headers", [])}
+                added = [(k, v) for k, v in self._raw if k not in present]
+                message = {**message, "headers": [*message.get("headers", []), *added]}
+            await send(message)
+
+        await self.app(scope, receive, send_secured)
 
 
 def page(request: Request, template: str, data: dict[str, Any], status: int = 200, **extra: Any) -> Response:

@@ -34,7 +34,7 @@ from mcpower.ingestion import IngestReport, ingest
 from mcpower.layout import WatchClaim
 from mcpower.manifest import DatasetInfo, now_utc
 from mcpower.registry import Registry
-from mcpower.results import WatchState
+from mcpower.results import ReindexCounts, WatchState
 from mcpower.store import Catalog
 from mcpower.store.local import LocalCatalog
 from mcpower.watch.debounce import DEFAULT_QUIET, MAX_DELAY, Debouncer
@@ -75,6 +75,7 @@ class _Watched:
     message: str | None = None
     since: str = field(default_factory=lambda: now_utc().isoformat())
     last_update: str | None = None
+    last_counts: ReindexCounts | None = None
 
 
 class Watcher:
@@ -350,7 +351,15 @@ class Watcher:
             self._set(w, "failed", message)
             self._report(WatchEvent(w.id, "failed", message))
             return
-        w.last_update = now_utc().isoformat() if report.published else w.last_update
+        if report.published:
+            w.last_update = now_utc().isoformat()
+            w.last_counts = ReindexCounts(
+                added=report.added,
+                changed=report.changed,
+                removed=report.removed,
+                embedded=report.embedded,
+                seconds=round(report.seconds, 2),
+            )
         self._set(w, "watching")
         if report.published:
             try:  # load the new version now, so the next search does not wait for it
@@ -370,7 +379,14 @@ class Watcher:
         w.state, w.message = state, message
         if w.claim is not None:
             w.claim.write(
-                WatchState(state=state, message=message, pid=os.getpid(), since=w.since, last_update=w.last_update)
+                WatchState(
+                    state=state,
+                    message=message,
+                    pid=os.getpid(),
+                    since=w.since,
+                    last_update=w.last_update,
+                    last_counts=w.last_counts,
+                )
             )
 
     def _update_roots(self, restart: bool = False) -> None:

@@ -34,7 +34,7 @@ from mcpower.ingestion import IngestReport, ingest
 from mcpower.layout import WatchClaim
 from mcpower.manifest import DatasetInfo, now_utc
 from mcpower.registry import Registry
-from mcpower.results import ReindexCounts, WatchState
+from mcpower.results import WatchState
 from mcpower.store import Catalog
 from mcpower.store.local import LocalCatalog
 from mcpower.watch.debounce import DEFAULT_QUIET, MAX_DELAY, Debouncer
@@ -74,8 +74,7 @@ class _Watched:
     state: Literal["watching", "indexing", "source_missing", "failed"] = "watching"
     message: str | None = None
     since: str = field(default_factory=lambda: now_utc().isoformat())
-    last_update: str | None = None
-    last_counts: ReindexCounts | None = None
+    last: dict[str, Any] = field(default_factory=dict)  # the last published re-index: last_update, last_counts
 
 
 class Watcher:
@@ -352,14 +351,7 @@ class Watcher:
             self._report(WatchEvent(w.id, "failed", message))
             return
         if report.published:
-            w.last_update = now_utc().isoformat()
-            w.last_counts = ReindexCounts(
-                added=report.added,
-                changed=report.changed,
-                removed=report.removed,
-                embedded=report.embedded,
-                seconds=round(report.seconds, 2),
-            )
+            w.last = {"last_update": now_utc().isoformat(), "last_counts": report.changes()}
         self._set(w, "watching")
         if report.published:
             try:  # load the new version now, so the next search does not wait for it
@@ -378,16 +370,7 @@ class Watcher:
     ) -> None:
         w.state, w.message = state, message
         if w.claim is not None:
-            w.claim.write(
-                WatchState(
-                    state=state,
-                    message=message,
-                    pid=os.getpid(),
-                    since=w.since,
-                    last_update=w.last_update,
-                    last_counts=w.last_counts,
-                )
-            )
+            w.claim.write(WatchState(state=state, message=message, pid=os.getpid(), since=w.since, **w.last))
 
     def _update_roots(self, restart: bool = False) -> None:
         """Publish the folders to watch; the notify thread starts a new watch if they changed."""

@@ -111,6 +111,7 @@ class Settings(BaseModel):
     http_max_connections: int = Field(
         DEFAULT_HTTP_MAX_CONNECTIONS, ge=1, le=65536, description="open connections at once; more are closed unread"
     )
+    web: bool = Field(True, description="serve --http: the web pages for people at / (docs/web.md)")
 
     @field_validator("allow_origins", "allow_hosts", mode="before")
     @classmethod

@@ -42,6 +42,7 @@ _HTTP_ONLY = (
     "--audience",
     "--public-url",
     "--datasets-claim",
+    "--web/--no-web",
 )
 
 
@@ -107,6 +108,14 @@ def serve(
     audience: Audience = None,
     public_url: PublicUrl = None,
     datasets_claim: DatasetsClaim = None,
+    web: Annotated[
+        bool | None,
+        typer.Option(
+            "--web/--no-web",
+            help="--http: serve the web pages for people at / beside /mcp (docs/web.md) [env MCPOWER_WEB; default on].",
+            show_default=False,
+        ),
+    ] = None,
     datasets_dir: DatasetsDir = None,
     milvus_uri: MilvusUri = None,
     watch: Annotated[
@@ -179,6 +188,7 @@ def serve(
         audience,
         public_url,
         datasets_claim,
+        web,
     )
     given = [name for name, value in zip(_HTTP_ONLY, values) if value is not None and value != []]
     if given and not http:
@@ -202,6 +212,7 @@ def serve(
         oauth_audience=audience,
         public_url=public_url,
         oauth_datasets_claim=datasets_claim,
+        web=web,
         watch=watch,
         watch_debounce=watch_debounce,
         watch_follow_symlinks=watch_follow_symlinks,
@@ -377,4 +388,5 @@ def _http_options(s: Settings) -> HttpOptions:
         session_idle=s.http_session_idle,
         threads=s.worker_threads,
         max_connections=s.http_max_connections,
+        web=s.web,
     )

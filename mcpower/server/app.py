@@ -118,6 +118,16 @@ class KnowledgeServer(MCPServer):
         super().__init__(**kwargs)
         self.registry = registry
         self.workers = workers
+        self.tool_names = TOOL_NAMES["default"]
+        self.redactor = Redactor(known_folders(registry.root))
+
+    async def answer(self, tool: str, arguments: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
+        """What an MCP client reads from calling ``tool`` ('search', 'list', 'source', 'metadata'):
+        whether it is an error, and its structuredContent, with paths taken out as RedactPaths does.
+        The web pages answer through this, so a page shows exactly what an agent is given."""
+        result = await self.call_tool(self.tool_names[tool], arguments)
+        data = self.redactor.tool_result(result.model_dump(by_alias=True, mode="json", exclude_none=True))
+        return bool(data.get("isError")), dict(data.get("structuredContent") or {})
 
     def close(self) -> None:
         self.workers.close()
@@ -217,6 +227,7 @@ def create_server(
         ),
         **options,
     )
+    server.tool_names = names
     run = server.workers.run  # never on the event loop: one blocked loop would stall every client
 
     async def knowledge_search(
@@ -392,5 +403,5 @@ def create_server(
 
     server.middleware.extend([WarmUpAfterHandshake(registry), NoPromptsAdvertised(), ResourceUriLimit()])
     # Outermost: whatever answers a request, its text leaves through here.
-    server.middleware.insert(0, RedactPaths(Redactor(known_folders(registry.root))))
+    server.middleware.insert(0, RedactPaths(server.redactor))
     return server

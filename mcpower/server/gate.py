@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Collection
+from typing import Protocol
 
 import anyio
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, BearerAuthBackend
@@ -71,6 +72,15 @@ def _grants_nothing(user: object) -> bool:
     return isinstance(user, AuthenticatedUser) and caller_of(user.access_token).patterns == ()
 
 
+class Door(Protocol):
+    """Another door's say in authentication (the web pages, mcpower/web): a login cookie standing
+    in for the bearer header on its own paths only, and its own answer to a refused request."""
+
+    def admit(self, scope: Scope) -> Scope: ...
+
+    def refusal(self, scope: Scope) -> Response | None: ...
+
+
 class Gate:
     """ASGI middleware in front of the whole app: access checks first, then a bounded body read.
 
@@ -89,6 +99,7 @@ class Gate:
         body_timeout: float = BODY_TIMEOUT_S,
         open_paths: Collection[str] = (),
         resource_metadata: str | None = None,
+        door: Door | None = None,
     ) -> None:
         self.app = app
         self.hosts = hosts
@@ -97,11 +108,14 @@ class Gate:
         self.body_timeout = body_timeout
         self.open_paths = frozenset(open_paths)
         self.resource_metadata = resource_metadata
+        self.door = door
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        if self.door is not None and self.auth is not None:
+            scope = self.door.admit(scope)
         refusal = await self._check(scope)
         if refusal is None:
             body = await self._read_body(receive)
@@ -132,7 +146,8 @@ class Gate:
                 scope["auth"], scope["user"] = found
             elif scope["path"] not in self.open_paths:
                 logger.info("http.refused", extra={"event": "http.refused", "status": 401, "reason": "token"})
-                return _unauthorized(self.resource_metadata)
+                door = self.door.refusal(scope) if self.door is not None else None
+                return door or _unauthorized(self.resource_metadata)
         declared = headers.get("content-length", "")
         if declared.isdigit() and int(declared) > self.max_body_bytes:
             return self._refused(413, "Request body too large", "body_size")

@@ -89,6 +89,8 @@ class HttpOptions:
     header_timeout: float = HEADER_TIMEOUT_S
     body_timeout: float = BODY_TIMEOUT_S
     drain_timeout: float = DRAIN_TIMEOUT_S
+    # The web pages for people at / (mcpower/web, docs/web.md); off with --no-web.
+    web: bool = True
 
     @property
     def url(self) -> str:
@@ -168,6 +170,14 @@ def create_http_app(
     server.custom_route(HEALTH_PATH, methods=["GET"])(healthz)
     for path in metadata_paths:
         server.custom_route(path, methods=["GET"])(metadata)
+    door, open_paths = None, [HEALTH_PATH, *metadata_paths]
+    if options.web:
+        from mcpower.web import OPEN_PATHS, SecurityHeaders, web_routes  # loaded only here: never for stdio
+
+        routes, door = web_routes(server, registry, verifier, options.call_timeout)
+        for route in routes:
+            server.custom_route(route.path, methods=sorted(route.methods or ()))(route.endpoint)
+        open_paths += OPEN_PATHS
 
     app = server.streamable_http_app(
         streamable_http_path=MCP_PATH,
@@ -185,9 +195,12 @@ def create_http_app(
         verifier=verifier,
         max_body_bytes=options.max_body_bytes,
         body_timeout=options.body_timeout,
-        open_paths=[HEALTH_PATH, *metadata_paths],
+        open_paths=open_paths,
         resource_metadata=resource_metadata,
+        door=door,
     )
+    if door is not None:  # every answer but /mcp's carries the pages' security headers (CSP ...)
+        return server, SecurityHeaders(gate, MCP_PATH)
     return server, gate
 
 

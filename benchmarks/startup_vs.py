@@ -121,6 +121,7 @@ def main() -> int:
     parser.add_argument("--datasets-dir", type=Path, default=DEFAULT_DATASETS)
     parser.add_argument("--out", type=Path, help="also write the figures here as JSON")
     args = parser.parse_args()
+    out_file = args.out.resolve() if args.out else None  # before the working folder changes
 
     root = args.datasets_dir / "mcp"
     ensure_dataset(args.corpora / "docs-fastapi" / "corpus", root, "fastapi")
@@ -134,6 +135,7 @@ def main() -> int:
             compileall.compile_dir(tree / "mcpower", quiet=1)
             check_imports(tree)
         envs = {name: env_for(tree) for name, tree in sides.items()}
+        here = os.getcwd()
         os.chdir(tmp)  # no checkout in the working folder of any child
         cli = mcpower_argv()
         commands = {
@@ -150,6 +152,7 @@ def main() -> int:
                 if i:  # the first pair fills the page cache
                     wall[name].append((got["base"][0], got["head"][0]))
                     cpu[name].append((got["base"][1], got["head"][1]))
+        os.chdir(here)
     out: dict[str, Any] = {
         "base": f"{args.base} ({commit})",
         "head": environment()["commit"],
@@ -175,8 +178,8 @@ def main() -> int:
         ],
     )
     print(f"load average before {out['load_average']['before']}, after {out['load_average']['after']}")
-    if args.out:
-        args.out.write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
+    if out_file:
+        out_file.write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
     return 0
 
 

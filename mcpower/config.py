@@ -79,6 +79,11 @@ class Settings(BaseModel):
     http_port: int = Field(DEFAULT_HTTP_PORT, ge=0, le=65535, description="port (0: any free one)")
     token: SecretStr | None = Field(None, description="bearer token clients must send")
     token_file: Path | None = Field(None, description="file holding the bearer token")
+    tokens_file: Path | None = Field(
+        None,
+        description="named tokens, each limited to some datasets (`mcpower token add`); "
+        "default: tokens.json in the datasets folder, if it exists",
+    )
     allow_origins: list[str] = Field(
         default_factory=list, description="browser origins allowed besides loopback ones (comma-separated)"
     )

@@ -261,7 +261,8 @@ async def test_with_a_token_no_page_answers_without_it(registry: Registry) -> No
             assert wrong.status_code == 303
         login = await h.get("/login?next=/search")
         assert login.status_code == 200 and 'data-testid="login-form"' in login.text
-        assert (await h.get("/static/web.css")).status_code == 200
+        for url in ["/static/web.css", "/static/web.js", "/static/favicon.svg", "/favicon.ico"]:
+            assert (await h.get(url)).status_code == 200, url  # the login page needs them
     async with serving(registry, token=TOKEN) as (_, app), web(app, token=TOKEN) as h:
         assert (await h.get("/")).status_code == 200  # the bearer header works too
         assert (await h.get("/search?q=toolkit&format=json")).status_code == 200
@@ -300,6 +301,7 @@ async def test_a_page_shows_who_is_signed_in(registry: Registry) -> None:
         ({"Origin": "http://evil.example"}, 403),  # refused by the gate, as for /mcp
         ({"Origin": "http://127.0.0.1:9999"}, 403),  # another port of this host: same-site, not same-origin
         ({"Sec-Fetch-Site": "cross-site"}, 403),
+        ({"Origin": "null"}, 403),  # an opaque origin (what no-referrer would make browsers send)
         ({"Origin": BASE}, 303),
         ({}, 303),  # not a browser
     ],
@@ -338,6 +340,17 @@ def test_next_is_a_local_path_only(given: str | None, target: str) -> None:
     assert local_target(given) == target
 
 
+async def test_a_form_that_is_not_the_login_form_is_refused(registry: Registry) -> None:
+    async with serving(registry, token=TOKEN) as (_, app), web(app) as h:
+        many = await h.post(
+            "/login",
+            content="&".join(f"f{n}=1" for n in range(50)) + f"&token={TOKEN}",
+            headers={"Content-Type": "application/x-www-form-urlencoded"},
+        )
+        json_body = await h.post("/login", json={"token": TOKEN})
+    assert many.status_code == json_body.status_code == 401 and "set-cookie" not in many.headers
+
+
 async def test_login_never_redirects_off_the_server(registry: Registry) -> None:
     async with serving(registry, token=TOKEN) as (_, app), web(app) as h:
         r = await h.post("/login", data={"token": TOKEN, "next": "//evil.example/"})
@@ -361,10 +374,25 @@ async def test_no_web_serves_mcp_only(registry: Registry) -> None:
 # ---------------------------------------------------------------- headers, hostile text, weight
 
 
+async def test_refusals_and_redirects_carry_them_too_but_not_mcp(registry: Registry) -> None:
+    async with serving(registry, token=TOKEN) as (_, app), web(app) as h:
+        answers = [
+            await h.get("/"),
+            await h.get("/?format=json"),
+            await h.get("/nope"),
+            await h.get("/", headers={"Host": "evil.example"}),
+        ]
+        mcp = await h.post("/mcp", json=INITIALIZE, headers={**MCP_HEADERS, "Authorization": f"Bearer {TOKEN}"})
+    assert [r.status_code for r in answers] == [303, 401, 401, 421]
+    assert all("frame-ancestors 'none'" in r.headers["content-security-policy"] for r in answers)
+    assert mcp.status_code == 200 and "content-security-policy" not in mcp.headers
+
+
 async def test_every_answer_carries_the_security_headers(registry: Registry) -> None:
     async with serving(registry) as (_, app), web(app) as h:
         rid = (await first_result(h))["result_id"]
-        for url in [*PAGES, f"/doc?id={rid}", "/?format=json", "/doc?id=nope", "/static/web.js", "/static/nope.js"]:
+        urls = [*PAGES, f"/doc?id={rid}", "/?format=json", "/doc?id=nope", "/static/web.js", "/static/nope.js", "/nope"]
+        for url in urls:
             r = await h.get(url)
             csp = r.headers["content-security-policy"]
             assert "default-src 'self'" in csp and "frame-ancestors 'none'" in csp and "unsafe-inline" not in csp
@@ -433,3 +461,40 @@ async def test_pages_weigh_under_100_kb(registry: Registry) -> None:
         rid = (await first_result(h))["result_id"]
         for url in [*PAGES, f"/doc?id={rid}", f"/doc?id={rid}&chunks=1", "/static/web.css", "/static/web.js"]:
             assert len((await h.get(url)).content) < 100_000, url
+
+
+# ---------------------------------------------------------------- which datasets a caller sees
+
+
+async def test_a_restricted_caller_sees_only_its_datasets_on_every_page(registry: Registry, tmp_path: Path) -> None:
+    from datetime import datetime, timezone
+
+    from mcpower.server.tokens import NamedToken, digest, write_tokens
+
+    cook = "cook-secret-0123456789abcdef0123456789"
+    tokens_file = tmp_path / "tokens.json"
+    write_tokens(tokens_file, [NamedToken("cook", digest(cook), ("recipes",), datetime.now(timezone.utc))])
+    async with serving(registry, tokens_file=tokens_file) as (_, app), web(app, token=cook) as h:
+        listed = (await h.get("/?format=json")).json()["datasets"]
+        page = (await h.get("/")).text
+        search = (await h.get("/search", params={"q": "toolkit", "format": "json"})).json()
+        form = (await h.get("/search")).text
+        hidden = await h.get("/search", params={"q": "toolkit", "dataset": "handbook", "format": "json"})
+        unknown = await h.get("/search", params={"q": "toolkit", "dataset": "nope", "format": "json"})
+    async with serving(registry) as (_, app), web(app) as h:
+        rid = (await first_result(h, "zephyrine", dataset="handbook"))["result_id"]
+    async with serving(registry, tokens_file=tokens_file) as (_, app), web(app) as h:
+        signed_in = await h.post("/login", data={"token": cook, "next": "/"})
+        jar = {"Cookie": signed_in.headers["set-cookie"].split(";")[0]}
+        doc = await h.get("/doc", params={"id": rid, "format": "json"}, headers=jar)
+        missing = await h.get("/doc", params={"id": rid.replace(":", "x:", 1), "format": "json"}, headers=jar)
+        cookie_page = (await h.get("/?format=json", headers=jar)).json()["datasets"]
+    assert [d["id"] for d in listed] == [d["id"] for d in cookie_page] == ["recipes"]
+    assert "handbook" not in page and "handbook" not in form and "Signed in as <bdi>cook</bdi>" in page
+    assert search["response"]["meta"]["datasets"] == ["recipes"]
+    assert {r["dataset"] for r in search["response"]["results"]} == {"recipes"}
+    # Another caller's dataset answers exactly as an unknown one (no existence leak).
+    assert hidden.status_code == unknown.status_code == 404
+    assert hidden.json()["error"]["message"].replace("handbook", "nope") == unknown.json()["error"]["message"]
+    assert doc.status_code == missing.status_code == 404
+    assert doc.json()["error"]["code"] == "RESULT_NOT_FOUND" and "zephyrine" not in doc.text

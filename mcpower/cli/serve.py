@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("mcpower")
 
-_HTTP_ONLY = ("--host", "--port", "--token-file", "--allow-origin", "--allow-host", "--web/--no-web")
+_HTTP_ONLY = ("--host", "--port", "--token-file", "--tokens-file", "--allow-origin", "--allow-host", "--web/--no-web")
 
 
 def serve(
@@ -57,8 +57,17 @@ def serve(
         Path | None,
         typer.Option(
             metavar="PATH",
-            help="--http: require the bearer token in this file [env MCPOWER_TOKEN_FILE; or the token itself in "
-            "MCPOWER_TOKEN]. Required when --host is not loopback.",
+            help="--http: require the bearer token in this file, which reads every dataset [env MCPOWER_TOKEN_FILE; "
+            "or the token itself in MCPOWER_TOKEN]. Off loopback a token is required: this one or --tokens-file.",
+            show_default=False,
+        ),
+    ] = None,
+    tokens_file: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="PATH",
+            help="--http: accept the named tokens in this file, each reading only its datasets "
+            "(`mcpower token add`) [env MCPOWER_TOKENS_FILE; default DATASETS_DIR/tokens.json if it exists].",
             show_default=False,
         ),
     ] = None,
@@ -148,7 +157,7 @@ def serve(
     """
     if stdio and http:
         raise typer.BadParameter("--stdio and --http are mutually exclusive: choose one transport")
-    values = (host, port, token_file, allow_origin, allow_host, web)
+    values = (host, port, token_file, tokens_file, allow_origin, allow_host, web)
     given = [name for name, value in zip(_HTTP_ONLY, values) if value is not None and value != []]
     if given and not http:
         raise typer.BadParameter(
@@ -163,6 +172,7 @@ def serve(
         http_host=host,
         http_port=port,
         token_file=token_file,
+        tokens_file=tokens_file,
         allow_origins=allow_origin or None,
         allow_hosts=allow_host or None,
         web=web,
@@ -292,20 +302,43 @@ def start_watcher(registry: Registry, s: Settings) -> Watcher | None:
 def _token_required(s: Settings) -> bool:
     from mcpower.server.access import is_loopback
 
-    return s.token is not None or s.token_file is not None or not is_loopback(s.http_host)
+    named = tokens_file_in_use(s) is not None
+    return s.token is not None or s.token_file is not None or named or not is_loopback(s.http_host)
+
+
+def tokens_file_in_use(s: Settings) -> Path | None:
+    """The named tokens file `serve --http` reads: --tokens-file (MCPOWER_TOKENS_FILE), else the
+    default one where `mcpower token add` writes, if it exists."""
+    from mcpower.server.tokens import default_tokens_file
+
+    if s.tokens_file is not None:
+        return s.tokens_file.expanduser()
+    default = default_tokens_file(s.datasets_dir)
+    return default if default.exists() else None
 
 
 def _http_options(s: Settings) -> HttpOptions:
     from mcpower.server.access import check_exposure, load_token, transport_security
     from mcpower.server.http import HttpOptions
+    from mcpower.server.verifiers import load_named_tokens
 
     token = load_token(s.token.get_secret_value() if s.token else None, s.token_file)
-    check_exposure(s.http_host, token)
+    tokens_file = tokens_file_in_use(s)
+    if tokens_file is not None:
+        named = load_named_tokens(tokens_file)  # a missing or malformed file stops the server here
+        logger.info(
+            "http.named_tokens: %d from %s",
+            len(named),
+            tokens_file,
+            extra={"event": "http.named_tokens", "tokens": len(named), "expired": sum(t.expired() for t in named)},
+        )
+    check_exposure(s.http_host, token, tokens_file)
     transport_security(s.http_host, s.allow_hosts, s.allow_origins)  # refuses a malformed origin
     return HttpOptions(
         host=s.http_host,
         port=s.http_port,
         token=token,
+        tokens_file=tokens_file,
         allow_hosts=s.allow_hosts,
         allow_origins=s.allow_origins,
         max_body_bytes=int(s.http_max_body_mb * 1024 * 1024),

@@ -24,11 +24,13 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import FrameType
 from typing import Any, Literal
 
 import uvicorn
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import TokenVerifier
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp
@@ -46,10 +48,12 @@ from mcpower.server.access import (
     transport_security,
 )
 from mcpower.server.app import KnowledgeServer, create_server
+from mcpower.server.callers import caller_from_scope, visible
 from mcpower.server.connections import DRAIN_TIMEOUT_S, HEADER_TIMEOUT_S, MAX_CONNECTIONS, GuardedH11Protocol
 from mcpower.server.gate import BODY_TIMEOUT_S, Gate
 from mcpower.server.limits import TimeLimit
 from mcpower.server.sessions import SessionRoom
+from mcpower.server.verifiers import NamedTokenVerifier, one_verifier
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +72,7 @@ class HttpOptions:
     host: str = DEFAULT_HTTP_HOST
     port: int = DEFAULT_HTTP_PORT
     token: str | None = None
+    tokens_file: Path | None = None  # named tokens (tokens.py), besides or instead of the single token
     allow_hosts: list[str] = field(default_factory=list)
     allow_origins: list[str] = field(default_factory=list)
     max_body_bytes: int = 4 * 1024 * 1024
@@ -110,9 +115,10 @@ def create_http_app(
     The app's lifespan runs the SDK's session manager: serve it with lifespan on (uvicorn does).
 
     Raises:
-        McpowerError: a non-loopback ``host`` without a token, or a malformed allowed origin.
+        McpowerError: a non-loopback ``host`` without a token, a malformed allowed origin, or a
+        tokens file that is missing, malformed or writable by others.
     """
-    check_exposure(options.host, options.token)
+    check_exposure(options.host, options.token, options.tokens_file)
     security = transport_security(options.host, options.allow_hosts, options.allow_origins)
     if options.host in WILDCARD_ADDRESSES and not options.allow_hosts:
         logger.warning(
@@ -120,7 +126,12 @@ def create_http_app(
             "localhost or [::1]; give the names other machines use with --allow-host",
             extra={"event": "http.hosts"},
         )
-    verifier = StaticTokenVerifier(options.token) if options.token is not None else None
+    verifiers: list[TokenVerifier] = []
+    if options.token is not None:
+        verifiers.append(StaticTokenVerifier(options.token))
+    if options.tokens_file is not None:
+        verifiers.append(NamedTokenVerifier(options.tokens_file))
+    verifier = one_verifier(verifiers)
     auth: dict[str, Any] = {}
     if verifier is not None:
         auth = {"token_verifier": verifier, "auth": auth_settings()}
@@ -130,12 +141,12 @@ def create_http_app(
     async def healthz(request: Request) -> Response:
         # Liveness for anyone who passed the Host/Origin checks; what is served, with the token only.
         detailed = verifier is None or isinstance(request.scope.get("user"), AuthenticatedUser)
-        return JSONResponse(health(registry, detailed))
+        return JSONResponse(health(visible(registry, caller_from_scope(request.scope)), detailed))
 
     server.custom_route(HEALTH_PATH, methods=["GET"])(healthz)
     door, open_paths = None, [HEALTH_PATH]
     if options.web:
-        from mcpower.web import OPEN_PATHS, web_routes  # the pages load only here: never for stdio
+        from mcpower.web import OPEN_PATHS, SecurityHeaders, web_routes  # loaded only here: never for stdio
 
         routes, door = web_routes(server, registry, verifier, options.call_timeout)
         for route in routes:
@@ -161,6 +172,8 @@ def create_http_app(
         open_paths=open_paths,
         door=door,
     )
+    if door is not None:  # every answer but /mcp's carries the pages' security headers (CSP ...)
+        return server, SecurityHeaders(gate, MCP_PATH)
     return server, gate
 
 

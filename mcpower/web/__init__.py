@@ -18,13 +18,13 @@ from mcpower.registry import Registry
 from mcpower.server.app import KnowledgeServer
 from mcpower.web.login import LOGIN_PATH, LOGOUT_PATH, Verifier, WebDoor, login_routes
 from mcpower.web.pages import Pages
-from mcpower.web.render import STATIC_PREFIX, static, static_paths
+from mcpower.web.render import STATIC_PREFIX, SecurityHeaders, static, static_paths
 
-__all__ = ["OPEN_PATHS", "PAGE_PATHS", "WebDoor", "web_routes"]
+__all__ = ["OPEN_PATHS", "PAGE_PATHS", "SecurityHeaders", "WebDoor", "web_routes"]
 
 PAGE_PATHS = ("/", "/search", "/doc")
 # Reachable without a token: the login form, and the files it uses.
-OPEN_PATHS = (LOGIN_PATH, *static_paths())
+OPEN_PATHS = (LOGIN_PATH, "/favicon.ico", *static_paths())
 
 
 def web_routes(
@@ -40,5 +40,6 @@ def web_routes(
     ]
     routes = [Route(path, fn, methods=methods) for path, fn, methods in handlers]
     routes.append(Route(STATIC_PREFIX + "{name}", static, methods=["GET"]))
+    routes.append(Route("/favicon.ico", static, methods=["GET"]))  # browsers ask for it whatever the page says
     door = WebDoor(paths=(*PAGE_PATHS, LOGIN_PATH, LOGOUT_PATH), page_paths=PAGE_PATHS)
     return routes, door

@@ -98,7 +98,10 @@ async def _form(request: Request) -> dict[str, str]:
     if request.headers.get("content-type", "").split(";")[0].strip() != "application/x-www-form-urlencoded":
         return {}
     body = (await request.body())[: 4 * MAX_TOKEN_CHARS].decode("utf-8", "replace")
-    return {k: v[0] for k, v in parse_qs(body, max_num_fields=4).items()}
+    try:
+        return {k: v[0] for k, v in parse_qs(body, max_num_fields=4).items()}
+    except ValueError:  # more fields than the form has: not our form
+        return {}
 
 
 def same_origin(request: Request) -> bool:

@@ -17,6 +17,7 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcpower import __version__
 from mcpower.web.text import highlight, plain, visible
@@ -30,7 +31,10 @@ CSP = (
 SECURITY_HEADERS = {
     "Content-Security-Policy": CSP,
     "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "same-origin",  # not no-referrer: with it, browsers send `Origin: null` on the sign-in POST
+    # Not no-referrer: under it a browser sends `Origin: null` with the sign-in form, which the
+    # Origin check must then refuse. same-origin sends no referrer to any other site (and no page
+    # links to one: document text never becomes a link).
+    "Referrer-Policy": "same-origin",
     "X-Frame-Options": "DENY",
     "Cross-Origin-Opener-Policy": "same-origin",
     "Cross-Origin-Resource-Policy": "same-origin",
@@ -40,9 +44,10 @@ SECURITY_HEADERS = {
 _STATIC_TYPES = {
     ".css": "text/css; charset=utf-8",
     ".js": "text/javascript; charset=utf-8",
-    ".txt": "text/plain",
-    ".svg": "image/svg+xml",  # the icon: without one, browsers ask for /favicon.ico and log its 404
+    ".svg": "image/svg+xml",
+    ".txt": "text/plain; charset=utf-8",
 }
+FAVICON = "favicon.svg"
 STATIC_PREFIX = "/static/"
 
 
@@ -92,6 +97,30 @@ def secure(response: Response) -> Response:
     return response
 
 
+class SecurityHeaders:
+    """ASGI middleware: every answer outside ``skip`` (``/mcp``) carries :data:`SECURITY_HEADERS`
+    — the pages, their redirects and refusals, and any path no route answers."""
+
+    def __init__(self, app: ASGIApp, skip: str) -> None:
+        self.app = app
+        self.skip = skip
+        self._raw = [(k.lower().encode(), v.encode()) for k, v in SECURITY_HEADERS.items()]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] == self.skip or scope["path"].startswith(self.skip + "/"):
+            await self.app(scope, receive, send)
+            return
+
+        async def send_secured(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                present = {k.lower() for k, _ in message.get("headers", [])}
+                added = [(k, v) for k, v in self._raw if k not in present]
+                message = {**message, "headers": [*message.get("headers", []), *added]}
+            await send(message)
+
+        await self.app(scope, receive, send_secured)
+
+
 def page(request: Request, template: str, data: dict[str, Any], status: int = 200, **extra: Any) -> Response:
     """``data`` as JSON (``?format=json``) or through ``template`` (with ``extra`` for the template only)."""
     if wants_json(request):
@@ -131,7 +160,7 @@ def static_paths() -> list[str]:
 
 
 async def static(request: Request) -> Response:
-    name = str(request.path_params.get("name", ""))
+    name = str(request.path_params.get("name", FAVICON))
     body = STATIC.get(name)
     if body is None:
         return secure(Response("Not found", status_code=404, media_type="text/plain"))

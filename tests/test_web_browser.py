@@ -404,8 +404,6 @@ def test_hostile_document_text_renders_inert(page: Page, server: HttpServer) -> 
     page.screenshots("doc")
 
     # Following every link on the page leads to this server's pages, never to a script or elsewhere.
-    # (The JSON twin is not a page: the browser asks for /favicon.ico beside it, which is a 404.)
-    page.allow_console(r"/favicon\.ico - Failed to load resource: .* 404")
     doc_url = page.driver.current_url
     hrefs = [a.get_attribute("href") for a in page.driver.find_elements("css selector", "a[href]")]
     for href in hrefs:

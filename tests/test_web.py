@@ -498,3 +498,32 @@ async def test_a_restricted_caller_sees_only_its_datasets_on_every_page(registry
     assert hidden.json()["error"]["message"].replace("handbook", "nope") == unknown.json()["error"]["message"]
     assert doc.status_code == missing.status_code == 404
     assert doc.json()["error"]["code"] == "RESULT_NOT_FOUND" and "zephyrine" not in doc.text
+
+
+async def test_a_pdf_result_opens_at_its_page(registry: Registry, datasets: Path, tmp_path: Path) -> None:
+    import format_fixtures as ff
+
+    write_files(tmp_path / "pdfs", {"manual.pdf": ff.pdf([["Lumenator manual."], ["Calibrate the zephyrine lens."]])})
+    ingest(tmp_path / "pdfs", datasets, IngestOptions(dataset_id="pdfs"), embedder=FakeEmbedder())
+    registry.scan()
+    async with serving(registry) as (_, app), web(app) as h:
+        top = await first_result(h, "calibrate lens", dataset="pdfs", group="none")
+        data = (await h.get("/doc", params={"id": top["result_id"], "format": "json"})).json()
+        page = (await h.get("/doc", params={"id": top["result_id"]})).text
+        results = (await h.get("/search", params={"q": "calibrate lens", "dataset": "pdfs", "group": "none"})).text
+    assert data["source"]["pages"] == top["pages"] == {"start": 1, "end": 2}  # one chunk over both pages
+    assert 'data-testid="doc-pages">1–2<' in page and "· pages 1–2" in results
+
+
+def test_no_web_is_a_flag_and_a_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from mcpower.cli.app import app as cli
+    from mcpower.config import Settings
+
+    refused = CliRunner().invoke(cli, ["serve", "--no-web"])
+    assert refused.exit_code == 2 and "--http only" in refused.output
+    assert Settings.load().web is True
+    monkeypatch.setenv("MCPOWER_WEB", "0")
+    assert Settings.load().web is False
+    assert Settings.load(web=True).web is True  # the flag wins

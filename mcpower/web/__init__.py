@@ -3,7 +3,8 @@ agent makes it, and a result's passage in its document (docs/web.md).
 
 Imported only when the HTTP app is built (never by ``search``, ``serve --stdio`` or the MCP
 handshake). :func:`web_routes` gives the routes to add to the app and the :class:`WebDoor` the
-gate consults for the login cookie.
+gate consults for the login cookie; :class:`SecurityHeaders` wraps the whole app so every answer
+but ``/mcp``'s carries the pages' headers.
 """
 
 from __future__ import annotations

@@ -8,7 +8,6 @@ script or style of any kind — and no framing; responses are never cached by sh
 
 from __future__ import annotations
 
-import json
 import logging
 from importlib import resources
 from pathlib import PurePosixPath
@@ -170,7 +169,3 @@ async def static(request: Request) -> Response:
 
 
 ENV = _environment()
-
-
-def dumps(data: Any) -> str:
-    return json.dumps(data, ensure_ascii=False)

@@ -107,14 +107,18 @@ async def test_the_datasets_page_is_what_knowledge_list_datasets_says(registry: 
 
 async def test_a_watched_dataset_shows_its_watch_and_last_reindex(registry: Registry, datasets: Path) -> None:
     from mcpower.layout import WatchClaim
-    from mcpower.results import WatchState
+    from mcpower.results import ReindexCounts, WatchState
 
     claim = WatchClaim.take(datasets / "recipes")
     assert claim is not None
     try:
         claim.write(
             WatchState(
-                state="indexing", pid=1, since="2026-01-02T03:04:05+00:00", last_update="2026-01-02T04:05:06+00:00"
+                state="indexing",
+                pid=1,
+                since="2026-01-02T03:04:05+00:00",
+                last_update="2026-01-02T04:05:06+00:00",
+                last_counts=ReindexCounts(added=1, changed=2, removed=3, embedded=4, seconds=0.5),
             )
         )
         async with serving(registry) as (_, app), web(app) as h:
@@ -129,7 +133,9 @@ async def test_a_watched_dataset_shows_its_watch_and_last_reindex(registry: Regi
         "2026-01-02T04:05:06+00:00",
     )
     assert data["counts"]["indexing"] == 1
+    assert recipes["last_reindex_counts"] == {"added": 1, "changed": 2, "removed": 3, "embedded": 4, "seconds": 0.5}
     assert 'data-testid="dataset-watch">indexing' in page and "2026-01-02 04:05 UTC" in page
+    assert "1 added, 2 changed, 3 removed; 4 chunks embedded in 0.5 s" in page
 
 
 async def test_a_dataset_whose_source_folder_is_gone_is_stale(

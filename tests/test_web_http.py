@@ -39,9 +39,12 @@ def test_the_datasets_page_follows_a_watched_reindex(tmp_path: Path, datasets_di
             server.wait_event("watch.reindexed", timeout=DEADLINE)
             after = notes_row(client)
             assert after["documents"] == 3 and after["last_reindex"] is not None
+            counts = after["last_reindex_counts"]
+            assert (counts["added"], counts["changed"], counts["removed"]) == (1, 0, 0) and counts["embedded"] >= 1
             assert after["updated_at"] > before["updated_at"]
             page = client.get("/")
             assert 'data-testid="dataset-documents">3<' in page.text
+            assert "1 added, 0 changed, 0 removed" in page.text
             anonymous = httpx2.get(server.base + "/", follow_redirects=False)
             assert anonymous.status_code == 303 and anonymous.headers["location"] == "/login?next=%2F"
             # A browser keeps its connection open between polls: SIGTERM must not wait for it.

@@ -127,6 +127,8 @@ def dataset_rows(registry: Registry, entries: list[DatasetEntry], redactor: Reda
         row["size_bytes"] = sizes.of(e) if e.error is None else None
         row["watch_since"] = e.watch.since or None if e.watch else None
         row["last_reindex"] = e.watch.last_update if e.watch else None
+        counts = e.watch.last_counts if e.watch else None
+        row["last_reindex_counts"] = counts.model_dump() if counts is not None else None
         row["notes"] = [redactor.message(n) for n in e.notes]
         row.update(error_code=None, problem=None, fix=None)
         row["stale"], row["stale_reason"] = _staleness(e, source.path if source is not None else None)

@@ -485,8 +485,8 @@ def test_a_watched_edit_appears_without_a_reload(page: Page, tmp_path: Path) -> 
             "the datasets page did not show the re-indexed counts",
         )
         assert page.driver.execute_script("return window.__sameDocument") is True, "the page was reloaded"
-        last = page.driver.find_element("css selector", '[data-dataset-id="live"] [data-testid="dataset-last-reindex"]')
-        assert last.text
+        counts = '[data-dataset-id="live"] [data-testid="dataset-last-reindex-counts"]'
+        wait(page, lambda d: "1 added" in d.find_element("css selector", counts).text, "no counts of the re-index")
         page.screenshots()
     finally:
         srv.stop()

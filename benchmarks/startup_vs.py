@@ -19,6 +19,8 @@ so both stay within 1.05x of the code before the change. Measured here, in one r
 Each pair runs base and head back to back, in alternating order, after one discarded warm-up pair
 (page cache). Printed: the medians, and the median of the paired ratios head/base (the figure to
 quote: each pair shares the machine's load of its moment). CPU ratios are less swayed by other load.
+Last, the modules each side imports for each command (``-X importtime``), and which the head adds or
+drops: the one figure that no load on the machine can blur.
 """
 
 from __future__ import annotations
@@ -102,6 +104,14 @@ def initialize(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
     return float(r["init"]), float(r["init_cpu"])
 
 
+def imported(argv: list[str], env: dict[str, str]) -> set[str]:
+    """The modules one run of ``argv`` imports (``-X importtime``): a difference no machine load can blur."""
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", *argv], env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL
+    )
+    return {line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+
+
 def summary(pairs: list[tuple[float, float]]) -> dict[str, float]:
     """Medians of each side and of the paired ratios head/base (pairs are (base, head))."""
     return {
@@ -121,6 +131,7 @@ def main() -> int:
     parser.add_argument("--datasets-dir", type=Path, default=DEFAULT_DATASETS)
     parser.add_argument("--out", type=Path, help="also write the figures here as JSON")
     args = parser.parse_args()
+    out_file = args.out.resolve() if args.out else None  # before the working folder changes
 
     root = args.datasets_dir / "mcp"
     ensure_dataset(args.corpora / "docs-fastapi" / "corpus", root, "fastapi")
@@ -134,6 +145,7 @@ def main() -> int:
             compileall.compile_dir(tree / "mcpower", quiet=1)
             check_imports(tree)
         envs = {name: env_for(tree) for name, tree in sides.items()}
+        here = os.getcwd()
         os.chdir(tmp)  # no checkout in the working folder of any child
         cli = mcpower_argv()
         commands = {
@@ -150,6 +162,13 @@ def main() -> int:
                 if i:  # the first pair fills the page cache
                     wall[name].append((got["base"][0], got["head"][0]))
                     cpu[name].append((got["base"][1], got["head"][1]))
+        # The console script is a Python file: run it under -X importtime (serve --stdio ends at stdin's EOF).
+        script = cli if len(cli) == 1 else cli[1:]  # the script's path, or -m mcpower
+        modules = {
+            name: {side: imported([*script, *argv[len(cli) :]], envs[side]) for side in sides}
+            for name, (_, argv) in commands.items()
+        }
+        os.chdir(here)
     out: dict[str, Any] = {
         "base": f"{args.base} ({commit})",
         "head": environment()["commit"],
@@ -157,6 +176,15 @@ def main() -> int:
         "load_average": {"before": load_before, "after": load_avg()},
         "wall": {name: summary(p) for name, p in wall.items()},
         "cpu": {name: summary(p) for name, p in cpu.items()},
+        "modules": {
+            name: {
+                "base": len(m["base"]),
+                "head": len(m["head"]),
+                "added": sorted(m["head"] - m["base"]),
+                "removed": sorted(m["base"] - m["head"]),
+            }
+            for name, m in modules.items()
+        },
     }
     table(
         f"head ({out['head']}) vs {out['base']}: medians of {args.pairs} interleaved pairs",
@@ -175,8 +203,10 @@ def main() -> int:
         ],
     )
     print(f"load average before {out['load_average']['before']}, after {out['load_average']['after']}")
-    if args.out:
-        args.out.write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
+    for name, m in out["modules"].items():
+        print(f"modules {name} imports: base {m['base']}, head {m['head']}; added {m['added']}, removed {m['removed']}")
+    if out_file:
+        out_file.write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
     return 0
 
 

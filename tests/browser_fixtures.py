@@ -263,9 +263,12 @@ def axe_source() -> str:
     """axe-core's axe.min.js, installed from npm into tests/browser/node_modules on first use."""
     script = AXE_DIR / "node_modules" / "axe-core" / "axe.min.js"
     if not script.exists():
-        if REQUIRE and (shutil.which("node") is None or shutil.which("npm") is None):
-            pytest.fail("browser tests required but node/npm are missing for axe-core", pytrace=False)
-        npm_install(AXE_DIR, timeout=120)
+        if shutil.which("node") is None or shutil.which("npm") is None:
+            unavailable("node and npm are needed to install axe-core (the accessibility audit)")
+        try:
+            npm_install(AXE_DIR, timeout=120)
+        except pytest.skip.Exception as e:  # no node/npm or no registry: skip, or fail where required
+            unavailable(f"axe-core could not be installed: {e.msg}")
     if not script.exists():
         unavailable(f"axe-core was not installed into {AXE_DIR / 'node_modules'}")
     return script.read_text(encoding="utf-8")

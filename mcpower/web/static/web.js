@@ -36,7 +36,7 @@
             current.replaceWith(document.importNode(fresh, true));
           }
           if (status) {
-            status.textContent = "Live · checked " + new Date().toLocaleTimeString();
+            status.textContent = "Live · checked " + new Date().toISOString().slice(11, 19) + " UTC";  // as every time on the page
             status.removeAttribute("data-stale");
           }
         })

@@ -42,6 +42,9 @@ FLAGS = {
     "http_rate_burst": "--rate-burst",
     "http_max_searches": "--max-searches",
     "http_metrics": "--metrics",
+    "oauth_jwks": "--jwks",
+    "oauth_audience": "--audience",
+    "oauth_datasets_claim": "--datasets-claim",
 }
 
 
@@ -88,12 +91,23 @@ class Settings(BaseModel):
     http_port: int = Field(DEFAULT_HTTP_PORT, ge=0, le=65535, description="port (0: any free one)")
     token: SecretStr | None = Field(None, description="bearer token clients must send")
     token_file: Path | None = Field(None, description="file holding the bearer token")
+    tokens_file: Path | None = Field(
+        None,
+        description="named tokens, each limited to some datasets (`mcpower token add`); "
+        "default: tokens.json in the datasets folder, if it exists",
+    )
     allow_origins: list[str] = Field(
         default_factory=list, description="browser origins allowed besides loopback ones (comma-separated)"
     )
     allow_hosts: list[str] = Field(
         default_factory=list, description="Host header names allowed besides loopback ones (comma-separated)"
     )
+    # serve --http, OAuth resource-server mode (server/oauth.py)
+    oauth_issuer: str | None = Field(None, min_length=1, description="the issuer of the JWT access tokens accepted")
+    oauth_jwks: str | None = Field(None, min_length=1, description="the issuer's key set: URL or file")
+    oauth_audience: str | None = Field(None, min_length=1, description="the aud tokens must carry")
+    public_url: str | None = Field(None, min_length=1, description="the URL clients reach /mcp at")
+    oauth_datasets_claim: str | None = Field(None, min_length=1, description="a claim listing dataset patterns")
     http_max_body_mb: float = Field(4.0, gt=0, le=1024, description="largest request body accepted")
     http_call_timeout: float = Field(60.0, gt=0, description="seconds a request may take before it is answered TIMEOUT")
     http_max_sessions: int = Field(100, ge=1, description="open MCP sessions at once; more get 503")
@@ -111,6 +125,7 @@ class Settings(BaseModel):
     http_metrics: bool = Field(True, description="serve Prometheus metrics at /metrics (behind the token)")
     audit_queries: bool = Field(False, description="write each query's text into the audit log")
     audit_log: Path | None = Field(None, description="also append the audit log's lines to this file")
+    web: bool = Field(True, description="serve --http: the web pages for people at / (docs/web.md)")
 
     @field_validator("allow_origins", "allow_hosts", mode="before")
     @classmethod

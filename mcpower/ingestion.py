@@ -39,6 +39,7 @@ from mcpower.manifest import (
     now_utc,
     slugify,
 )
+from mcpower.results import ReindexCounts
 from mcpower.store import Catalog, DatasetBuild
 from mcpower.store.local import LocalCatalog
 
@@ -107,6 +108,16 @@ class IngestReport:
     touched: int = 0  # unchanged content, but another size or modification time: recorded anew
     published: bool = True  # False when skip_unchanged found nothing to publish
     notes: list[str] = field(default_factory=list)  # worth telling the user, not errors
+
+    def changes(self) -> ReindexCounts:
+        """What this ingest changed, as a watcher reports its last re-index."""
+        return ReindexCounts(
+            added=self.added,
+            changed=self.changed,
+            removed=self.removed,
+            embedded=self.embedded,
+            seconds=round(self.seconds, 2),
+        )
 
     @property
     def chunks_per_second(self) -> float:

@@ -150,10 +150,13 @@ class Registry:
                 with self._lock:
                     found = self._entries.get(dataset_id)
             if found is None:
-                entries = self.entries()
-                available = [e.id for e in entries if not (_unread(e) and not is_valid_id(e.id))]
-                raise DatasetNotFoundError(str(dataset_id), available, self.unreadable())
+                raise self.not_found(dataset_id)
         return found
+
+    def not_found(self, dataset_id: str) -> DatasetNotFoundError:
+        """The error an unknown id gets: the ids there are, and why a catalog could not be read."""
+        available = [e.id for e in self.entries() if not (_unread(e) and not is_valid_id(e.id))]
+        return DatasetNotFoundError(str(dataset_id), available, self.unreadable())
 
     def unreadable(self) -> list[str]:
         """Why catalogs could not be read at the last look (a Milvus database held by another

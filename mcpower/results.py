@@ -207,6 +207,18 @@ class DatasetSummary(BaseModel):
     watch_message: str | None = Field(None, description="why the watch needs attention, if it does")
 
 
+class ReindexCounts(BaseModel):
+    """What a watcher's last published re-index changed (the web page's "last re-index")."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    added: int = Field(0, ge=0)
+    changed: int = Field(0, ge=0)
+    removed: int = Field(0, ge=0)
+    embedded: int = Field(0, ge=0, description="chunks embedded (the rest were carried over)")
+    seconds: float = Field(0.0, ge=0)
+
+
 class WatchState(BaseModel):
     """What a watcher reports about a dataset it watches (kept beside the dataset, read by anyone)."""
 
@@ -217,6 +229,7 @@ class WatchState(BaseModel):
     pid: int = Field(ge=0)
     since: str = Field("", max_length=40)
     last_update: str | None = Field(None, max_length=40)
+    last_counts: ReindexCounts | None = None
 
 
 def json_size(text: str) -> int:

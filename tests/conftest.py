@@ -22,7 +22,7 @@ from mcpower.registry import Registry
 from mcpower.store.local.fts import query_phrases
 
 # The server tests' datasets (fixtures `template` and `datasets`), shared by test_server and test_stdio.
-pytest_plugins = ["server_fixtures", "original_fixtures", "milvus_fixtures"]
+pytest_plugins = ["server_fixtures", "original_fixtures", "milvus_fixtures", "browser_fixtures"]
 
 _WORD = re.compile(r"\w+")
 _TOKEN = re.compile(r"\w+|[^\w\s]")
@@ -74,6 +74,13 @@ class FakeEmbedder:
     def embed_query(self, text: str) -> np.ndarray:
         self.queries.append(text)
         return self._vector(text)
+
+
+@pytest.fixture(scope="session")
+def anyio_backend() -> str:
+    """Async tests run on asyncio only, as the server does: anyio's own fixture would run each on every
+    installed backend, and trio is installed too (selenium, of the test extra, requires it)."""
+    return "asyncio"
 
 
 @pytest.fixture(autouse=True)

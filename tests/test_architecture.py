@@ -74,10 +74,22 @@ def test_typer_only_in_the_cli_and_mcp_only_in_the_server() -> None:
             assert name.startswith("mcpower.server"), name
 
 
+DOORS = ("mcpower.cli", "mcpower.server", "mcpower.web", "mcpower.__main__")
+
+
 def test_the_core_never_imports_the_cli_or_the_server() -> None:
     for name, targets in internal_edges().items():
-        if not name.startswith(("mcpower.cli", "mcpower.server", "mcpower.__main__")):
-            assert not {t for t in targets if t.startswith(("mcpower.cli", "mcpower.server"))}, name
+        if not name.startswith(DOORS):
+            assert not {t for t in targets if t.startswith(DOORS)}, name
+
+
+def test_the_web_pages_are_reached_only_through_the_http_server() -> None:
+    """mcpower/web is a door over the server's tools, built only with the HTTP app."""
+    for name, targets in internal_edges().items():
+        if any(t.startswith("mcpower.web") for t in targets) and not name.startswith("mcpower.web"):
+            assert name == "mcpower.server.http", name
+        if name.startswith("mcpower.web"):
+            assert not {t for t in targets if t.startswith("mcpower.cli")}, name
 
 
 def test_no_module_imports_another_modules_private_names() -> None:

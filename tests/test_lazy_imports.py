@@ -127,6 +127,27 @@ def test_a_cold_search_of_pdf_word_and_html_documents_loads_no_parser(
     assert not [m for m in loaded if m.split(".")[0] in PARSERS]
 
 
+# The web pages (mcpower/web) and their templates: only `serve --http` builds them.
+WEB = ("jinja2",)
+
+
+def test_a_cold_search_loads_no_web_page(corpus: Path, datasets_dir: Path, fake_embedder: FakeEmbedder) -> None:
+    ingest(corpus, datasets_dir, IngestOptions(dataset_id="docs"))
+
+    loaded, proc = loaded_after(
+        "search", "docs", "zephyrine", "--mode", "keyword", "--datasets-dir", datasets_dir, watch=WEB
+    )
+
+    assert "install.md" in proc.stdout  # it really searched
+    assert "jinja2" not in loaded
+
+
+def test_the_wrapper_sees_the_web_pages_imports() -> None:
+    loaded, _ = loaded_after("import", "mcpower.web", watch=WEB)
+
+    assert "jinja2" in loaded  # mcpower.web imports it as it loads: its absence means no web module
+
+
 def test_the_wrapper_sees_parser_imports() -> None:
     loaded, _ = loaded_after("import", "lxml.html", watch=PARSERS)
 
@@ -137,7 +158,17 @@ def test_the_wrapper_sees_parser_imports() -> None:
 
 # What a server must not load before it answers initialize (without --watch or a Milvus URI): the
 # stores, the model and the watcher load after the handshake, in the warm-up thread or on demand.
-SERVER_HEAVY = ("numpy", "faiss", "onnxruntime", "pymilvus", "milvus_lite", "watchfiles", "prometheus_client", *HEAVY)
+SERVER_HEAVY = (
+    "numpy",
+    "faiss",
+    "onnxruntime",
+    "pymilvus",
+    "milvus_lite",
+    "watchfiles",
+    "jinja2",
+    "prometheus_client",
+    *HEAVY,
+)
 # Runs `mcpower ARGS...`; as the server ends (with os._exit), writes what it had imported to stderr.
 REPORT_AT_EXIT = """
 import json, os, sys
@@ -145,7 +176,7 @@ heavy = json.loads(sys.argv.pop(1))
 exit_now = os._exit
 
 def report_and_exit(code):
-    loaded = sorted(m for m in sys.modules if m.split(".")[0] in heavy or m.startswith("mcpower.store.milvus"))
+    loaded = sorted(m for m in sys.modules if m.split(".")[0] in heavy or m.startswith(("mcpower.store.milvus", "mcpower.web")))
     os.write(2, ("LOADED " + json.dumps(loaded) + "\\n").encode())
     exit_now(code)
 
@@ -247,6 +278,9 @@ def test_a_command_line_builds_only_the_command_it_names() -> None:
         ["search", "-h"],
         ["import", "--help"],
         ["eval", "--help"],
+        ["token", "--help"],
+        ["token", "add", "--help"],
+        ["token"],
         ["serve", "--stdio", "--http"],
         ["search"],
         ["serv"],

@@ -262,6 +262,29 @@ async def test_a_refusal_over_the_rate_is_held_until_the_next_request_would_pass
     assert held == [pytest.approx(0.25), 0.5]  # the next token in 1/4 s; in 10 s, held 0.5 s at most
 
 
+async def test_requests_without_a_token_on_a_server_with_tokens_share_no_budget() -> None:
+    """Gate lets requests without a token reach its open paths only (probes, the login page, static
+    files): on a server with tokens they are not limited, so nobody can spend a budget they would all
+    share; without tokens, every client is the one local caller, limited as one."""
+    clock, held = Clock(), []
+
+    async def sleep(seconds: float) -> None:
+        held.append(seconds)
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await PlainTextResponse("ok")(scope, receive, send)
+
+    limits = RateLimits(rate=0.01, burst=2, max_searches=0)
+    statuses = {}
+    for limit_anonymous in (False, True):
+        limited = RateLimit(
+            app, limits, mcp_path="/mcp", search_tools=[], clock=clock, sleep=sleep, limit_anonymous=limit_anonymous
+        )
+        async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=limited), base_url=BASE) as h:
+            statuses[limit_anonymous] = [(await h.get("/login")).status_code for _ in range(5)]
+    assert statuses == {False: [200] * 5, True: [200, 200, 429, 429, 429]}
+
+
 # ---------------------------------------------------------------- over a real socket
 
 

@@ -14,7 +14,7 @@ from typer.core import TyperArgument, TyperGroup
 from typer.models import CommandInfo
 
 from mcpower import __version__
-from mcpower.cli import datasets, importing, ingest, search, serve
+from mcpower.cli import datasets, importing, ingest, search, serve, tokens
 from mcpower.errors import McpowerError
 
 # How --help names the values of options and arguments, Click's way (an upper-case word, or the
@@ -109,7 +109,7 @@ def _show_version(value: bool) -> None:
 
 # Commands that end soon after they start, whatever the datasets: they run without the cyclic
 # garbage collector (see mcpower.cli.main). Any other command, a new one included, runs with it.
-SHORT_COMMANDS = frozenset({"search", "validate", "datasets"})
+SHORT_COMMANDS = frozenset({"search", "validate", "datasets", "token"})
 
 
 def _collect_garbage() -> None:
@@ -139,6 +139,7 @@ app.command()(datasets.datasets)
 app.command()(search.search)
 app.command()(serve.serve)
 app.command("eval")(search.eval_)
+app.add_typer(tokens.app, name="token", cls=_Group)
 
 
 def app_for(args: list[str]) -> typer.Typer:
@@ -147,11 +148,13 @@ def app_for(args: list[str]) -> typer.Typer:
     has into a click command before it parses anything: ~15 ms of each start for the six the
     command line does not name (the time `serve --stdio` takes to answer initialize, a cold search)."""
     named = [c for c in app.registered_commands if args and args[0] == _command_name(c)]
-    if not named:
+    groups = [g for g in app.registered_groups if args and args[0] == g.name]
+    if not named and not groups:
         return app
     lean = _typer()
     lean.registered_callback = app.registered_callback
     lean.registered_commands = named
+    lean.registered_groups = groups
     return lean
 
 

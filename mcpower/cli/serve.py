@@ -19,14 +19,23 @@ from mcpower.cli.common import (
     open_registry,
     settings,
 )
-from mcpower.cli.sharing import AuditLogFile, AuditQueries, MaxSearches, MetricsFlag, RateBurst, RateLimit
+from mcpower.cli.serve_http import http_options, tokens_file_in_use
+from mcpower.cli.serve_oauth import Audience, DatasetsClaim, Jwks, OAuthIssuer, PublicUrl
+from mcpower.cli.sharing import (
+    AuditLogFile,
+    AuditQueries,
+    MaxSearches,
+    MetricsFlag,
+    RateBurst,
+    RateLimit,
+    audit_to_file,
+)
 from mcpower.config import Settings
 from mcpower.errors import McpowerError
 
 if TYPE_CHECKING:
     from mcpower.registry import Registry
     from mcpower.server.clients import Launch
-    from mcpower.server.http import HttpOptions
     from mcpower.watch import Watcher, WatchEvent
 
 logger = logging.getLogger("mcpower")
@@ -35,8 +44,15 @@ _HTTP_ONLY = (
     "--host",
     "--port",
     "--token-file",
+    "--tokens-file",
     "--allow-origin",
     "--allow-host",
+    "--oauth-issuer",
+    "--jwks",
+    "--audience",
+    "--public-url",
+    "--datasets-claim",
+    "--web/--no-web",
     "--rate-limit",
     "--rate-burst",
     "--max-searches",
@@ -69,8 +85,17 @@ def serve(
         Path | None,
         typer.Option(
             metavar="PATH",
-            help="--http: require the bearer token in this file [env MCPOWER_TOKEN_FILE; or the token itself in "
-            "MCPOWER_TOKEN]. Required when --host is not loopback.",
+            help="--http: require the bearer token in this file, which reads every dataset [env MCPOWER_TOKEN_FILE; "
+            "or the token itself in MCPOWER_TOKEN]. Off loopback a token is required: this one or --tokens-file.",
+            show_default=False,
+        ),
+    ] = None,
+    tokens_file: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="PATH",
+            help="--http: accept the named tokens in this file, each reading only its datasets "
+            "(`mcpower token add`) [env MCPOWER_TOKENS_FILE; default DATASETS_DIR/tokens.json if it exists].",
             show_default=False,
         ),
     ] = None,
@@ -89,6 +114,19 @@ def serve(
             metavar="NAME",
             help="--http: a name clients reach the server by (Host header) besides loopback ones and --host; "
             "repeatable [env MCPOWER_ALLOW_HOSTS, comma-separated].",
+            show_default=False,
+        ),
+    ] = None,
+    oauth_issuer: OAuthIssuer = None,
+    jwks: Jwks = None,
+    audience: Audience = None,
+    public_url: PublicUrl = None,
+    datasets_claim: DatasetsClaim = None,
+    web: Annotated[
+        bool | None,
+        typer.Option(
+            "--web/--no-web",
+            help="--http: serve the web pages for people at / beside /mcp (docs/web.md) [env MCPOWER_WEB; default on].",
             show_default=False,
         ),
     ] = None,
@@ -158,7 +196,24 @@ def serve(
     """
     if stdio and http:
         raise typer.BadParameter("--stdio and --http are mutually exclusive: choose one transport")
-    values = (host, port, token_file, allow_origin, allow_host, rate_limit, rate_burst, max_searches, metrics)
+    values = (
+        host,
+        port,
+        token_file,
+        tokens_file,
+        allow_origin,
+        allow_host,
+        oauth_issuer,
+        jwks,
+        audience,
+        public_url,
+        datasets_claim,
+        web,
+        rate_limit,
+        rate_burst,
+        max_searches,
+        metrics,
+    )
     given = [name for name, value in zip(_HTTP_ONLY, values) if value is not None and value != []]
     if given and not http:
         raise typer.BadParameter(
@@ -173,8 +228,15 @@ def serve(
         http_host=host,
         http_port=port,
         token_file=token_file,
+        tokens_file=tokens_file,
         allow_origins=allow_origin or None,
         allow_hosts=allow_host or None,
+        oauth_issuer=oauth_issuer,
+        oauth_jwks=jwks,
+        oauth_audience=audience,
+        public_url=public_url,
+        oauth_datasets_claim=datasets_claim,
+        web=web,
         watch=watch,
         watch_debounce=watch_debounce,
         watch_follow_symlinks=watch_follow_symlinks,
@@ -193,8 +255,8 @@ def serve(
 
     configure_logging(s.log_level, s.log_format)  # first: what the access checks warn about is logged too
     if s.audit_log is not None:
-        _audit_to_file(s.audit_log)
-    options = _http_options(s) if http else None  # bad access settings fail here, before anything loads
+        audit_to_file(s.audit_log)
+    options = http_options(s) if http else None  # bad access settings fail here, before anything loads
     from mcpower.server.app import create_server
 
     missing = missing_milvus_file(s)
@@ -313,41 +375,6 @@ def start_watcher(
 def _token_required(s: Settings) -> bool:
     from mcpower.server.access import is_loopback
 
-    return s.token is not None or s.token_file is not None or not is_loopback(s.http_host)
-
-
-def _http_options(s: Settings) -> HttpOptions:
-    from mcpower.server.access import check_exposure, load_token, transport_security
-    from mcpower.server.http import HttpOptions
-    from mcpower.server.ratelimit import RateLimits
-
-    token = load_token(s.token.get_secret_value() if s.token else None, s.token_file)
-    check_exposure(s.http_host, token)
-    transport_security(s.http_host, s.allow_hosts, s.allow_origins)  # refuses a malformed origin
-    return HttpOptions(
-        host=s.http_host,
-        port=s.http_port,
-        token=token,
-        allow_hosts=s.allow_hosts,
-        allow_origins=s.allow_origins,
-        max_body_bytes=int(s.http_max_body_mb * 1024 * 1024),
-        call_timeout=s.http_call_timeout,
-        max_sessions=s.http_max_sessions,
-        session_idle=s.http_session_idle,
-        threads=s.worker_threads,
-        max_connections=s.http_max_connections,
-        rate_limits=RateLimits(s.http_rate_limit, s.http_rate_burst, s.http_max_searches),
-        metrics=s.http_metrics,
-        audit_queries=s.audit_queries,
-    )
-
-
-def _audit_to_file(path: Path) -> None:
-    from mcpower.server.audit import log_to_file
-
-    try:
-        log_to_file(path)
-    except OSError as e:
-        raise McpowerError(
-            f"cannot write the audit log {path}: {e.strerror or e}; give a file in a folder you can write to"
-        ) from None
+    named = tokens_file_in_use(s) is not None
+    authenticated = s.token is not None or s.token_file is not None or named or s.oauth_issuer is not None
+    return authenticated or not is_loopback(s.http_host)

@@ -95,16 +95,18 @@ def _warn_if_shared(path: Path) -> None:
         )
 
 
-def check_exposure(host: str, token: str | None) -> None:
-    """Refuse to serve an address other machines can reach without a token.
+def check_exposure(host: str, token: str | None, tokens_file: Path | None = None) -> None:
+    """Refuse to serve an address other machines can reach without a token (the single one, or
+    named tokens).
 
     Raises:
         McpowerError: ``host`` is not loopback and there is no token.
     """
-    if token is None and not is_loopback(host):
+    if token is None and tokens_file is None and not is_loopback(host):
         raise McpowerError(
             f"--host {host} can be reached from other machines, so clients must send a bearer token: "
-            f"set MCPOWER_TOKEN or pass --token-file PATH ({TOKEN_HINT}); or serve on 127.0.0.1"
+            f"set MCPOWER_TOKEN, pass --token-file PATH ({TOKEN_HINT}), or give named tokens with "
+            "--tokens-file PATH (`mcpower token add`); or serve on 127.0.0.1"
         )
 
 

@@ -30,6 +30,7 @@ from mcpower.registry import Registry
 from mcpower.results import SearchFilters, SearchResponse, clip_json
 from mcpower.search import MAX_OFFSET
 from mcpower.server.audit import AuditLog
+from mcpower.server.callers import current_caller, visible
 from mcpower.server.limits import Workers
 from mcpower.server.middleware import NoPromptsAdvertised, ResourceUriLimit, WarmUpAfterHandshake
 from mcpower.server.responses import (
@@ -118,6 +119,16 @@ class KnowledgeServer(MCPServer):
         super().__init__(**kwargs)
         self.registry = registry
         self.workers = workers
+        self.tool_names = TOOL_NAMES["default"]
+        self.redactor = Redactor(known_folders(registry.root))
+
+    async def answer(self, tool: str, arguments: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
+        """What an MCP client reads from calling ``tool`` ('search', 'list', 'source', 'metadata'):
+        whether it is an error, and its structuredContent, with paths taken out as RedactPaths does.
+        The web pages answer through this, so a page shows exactly what an agent is given."""
+        result = await self.call_tool(self.tool_names[tool], arguments)
+        data = self.redactor.tool_result(result.model_dump(by_alias=True, mode="json", exclude_none=True))
+        return bool(data.get("isError")), dict(data.get("structuredContent") or {})
 
     def close(self) -> None:
         self.workers.close()
@@ -136,13 +147,15 @@ class KnowledgeServer(MCPServer):
             raise
 
     async def list_resources(self) -> list[MCPResource]:
+        registry = visible(self.registry, current_caller())  # the caller's datasets only
+
         def collect() -> list[MCPResource]:
             out: list[MCPResource] = []
-            for ds in self.registry.ready_ids():
+            for ds in registry.ready_ids():
                 if len(out) >= MAX_LISTED_RESOURCES:
                     break
                 try:  # only as many as the listing still takes: a huge dataset costs what is shown
-                    docs = self.registry.store(ds).documents(limit=MAX_LISTED_RESOURCES - len(out))
+                    docs = registry.store(ds).documents(limit=MAX_LISTED_RESOURCES - len(out))
                 except McpowerError:
                     continue
                 for doc in docs:
@@ -219,6 +232,7 @@ def create_server(
         ),
         **options,
     )
+    server.tool_names = names
     run = server.workers.run  # never on the event loop: one blocked loop would stall every client
 
     async def knowledge_search(
@@ -287,10 +301,11 @@ def create_server(
     ) -> Annotated[CallToolResult, SearchOutput]:
         started = time.perf_counter()
         response: SearchResponse | None = None
+        scoped = visible(registry, current_caller())
         try:
             response = await run(
                 lambda: search.search(
-                    registry,
+                    scoped,
                     query,
                     dataset=dataset,
                     top_k=top_k,
@@ -328,9 +343,11 @@ def create_server(
             logger.debug("query text: %r", query)
 
     async def knowledge_list_datasets() -> Annotated[CallToolResult, DatasetList]:
+        scoped = visible(registry, current_caller())
+
         def listing() -> DatasetList:
-            registry.scan()
-            return DatasetList(datasets=[e.summary() for e in registry.entries()])
+            scoped.scan()
+            return DatasetList(datasets=[e.summary() for e in scoped.entries()])
 
         return json_result(await run(listing))
 
@@ -345,18 +362,18 @@ def create_server(
             BeforeValidator(not_bool),
         ] = None,
     ) -> Annotated[CallToolResult, SourceOutput]:
+        scoped = visible(registry, current_caller())
         return json_result(
             await run(
-                lambda: search.get_source(
-                    registry, result_id, scope, MAX_SOURCE_CHARS, MAX_SOURCE_JSON_BYTES, max_tokens
-                )
+                lambda: search.get_source(scoped, result_id, scope, MAX_SOURCE_CHARS, MAX_SOURCE_JSON_BYTES, max_tokens)
             )
         )
 
     async def knowledge_get_metadata(
         result_id: Annotated[str, Field(min_length=1, max_length=200, description="a result_id from knowledge_search")],
     ) -> Annotated[CallToolResult, MetadataOutput]:
-        return json_result(await run(lambda: search.get_metadata(registry, result_id)))
+        scoped = visible(registry, current_caller())
+        return json_result(await run(lambda: search.get_metadata(scoped, result_id)))
 
     read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
     tools: list[tuple[Callable[..., Any], str, str, str]] = [
@@ -376,9 +393,11 @@ def create_server(
         mime_type="text/markdown",
     )
     async def read_document(dataset: str, path: str) -> str:
+        scoped = visible(registry, current_caller())
+
         def read() -> str:
             try:
-                doc = registry.store(dataset).document(path)
+                doc = scoped.store(dataset).document(path)
             except McpowerError as e:
                 raise ResourceNotFoundError(e.message) from None
             if doc is None:
@@ -389,5 +408,5 @@ def create_server(
 
     server.middleware.extend([audit, WarmUpAfterHandshake(registry), NoPromptsAdvertised(), ResourceUriLimit()])
     # Outermost: whatever answers a request, its text leaves through here.
-    server.middleware.insert(0, RedactPaths(Redactor(known_folders(registry.root))))
+    server.middleware.insert(0, RedactPaths(server.redactor))
     return server

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
+from functools import partial
 from typing import Any
 
 from mcp.server.auth.middleware.auth_context import get_access_token
@@ -25,6 +26,7 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 
 from mcpower.registry import Registry
+from mcpower.scoped import ScopedRegistry
 
 READ_SCOPE = "mcpower:read"
 _READ_PREFIX = READ_SCOPE + ":"
@@ -82,7 +84,7 @@ def allowed(caller: Caller, dataset_id: str) -> bool:
 
 def visible(registry: Registry, caller: Caller) -> Registry:
     """The datasets ``caller`` may read, as a registry every door (tools, resources, web pages,
-    ``/healthz``) searches and lists through: the others answer as unknown ids do."""
+    ``/healthz``) searches and lists through: the others answer as unknown ids do (scoped.py)."""
     if caller.patterns is None:
         return registry
-    raise NotImplementedError("scoped registries: issue 22")
+    return ScopedRegistry(registry, partial(allowed, caller))

@@ -23,7 +23,8 @@ import socket
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -48,14 +49,17 @@ from mcpower.server.access import (
 )
 from mcpower.server.app import TOOL_NAMES, KnowledgeServer, create_server
 from mcpower.server.audit import AuditLog
+from mcpower.server.callers import caller_from_scope, caller_of, visible
 from mcpower.server.connections import DRAIN_TIMEOUT_S, HEADER_TIMEOUT_S, MAX_CONNECTIONS, GuardedH11Protocol
 from mcpower.server.gate import BODY_TIMEOUT_S, Gate
 from mcpower.server.limits import TimeLimit
 from mcpower.server.ratelimit import RateLimit, RateLimits
 from mcpower.server.sessions import SessionRoom
+from mcpower.server.verifiers import NamedTokenVerifier, one_verifier
 
 if TYPE_CHECKING:
     from mcpower.server.metrics import Metrics
+    from mcpower.server.oauth import OAuthOptions
 
 logger = logging.getLogger(__name__)
 
@@ -76,8 +80,10 @@ class HttpOptions:
     host: str = DEFAULT_HTTP_HOST
     port: int = DEFAULT_HTTP_PORT
     token: str | None = None
+    tokens_file: Path | None = None  # named tokens (tokens.py), besides or instead of the single token
     allow_hosts: list[str] = field(default_factory=list)
     allow_origins: list[str] = field(default_factory=list)
+    oauth: OAuthOptions | None = None  # OAuth resource-server mode (oauth.py)
     max_body_bytes: int = 4 * 1024 * 1024
     call_timeout: float = 60.0
     max_sessions: int = 100
@@ -87,12 +93,14 @@ class HttpOptions:
     rate_limits: RateLimits = field(default_factory=RateLimits)
     metrics: bool = True
     audit_queries: bool = False
-    # A verifier of the server's tokens, used instead of one for ``token`` (tests; named tokens, OAuth).
+    # One more verifier of callers' tokens, tried first (tests and benchmarks: callers of their own).
     verifier: TokenVerifier | None = None
     # Deadlines (connections.py, gate.py); not settings, but tests shorten them.
     header_timeout: float = HEADER_TIMEOUT_S
     body_timeout: float = BODY_TIMEOUT_S
     drain_timeout: float = DRAIN_TIMEOUT_S
+    # The web pages for people at / (mcpower/web, docs/web.md); off with --no-web.
+    web: bool = True
 
     @property
     def url(self) -> str:
@@ -132,9 +140,11 @@ def create_http_app(
     The app's lifespan runs the SDK's session manager: serve it with lifespan on (uvicorn does).
 
     Raises:
-        McpowerError: a non-loopback ``host`` without a token, or a malformed allowed origin.
+        McpowerError: a non-loopback ``host`` without a token, a malformed allowed origin, or a
+        tokens file that is missing, malformed or writable by others.
     """
-    check_exposure(options.host, options.token)
+    if options.oauth is None:  # with OAuth every request needs a token
+        check_exposure(options.host, options.token, options.tokens_file)
     security = transport_security(options.host, options.allow_hosts, options.allow_origins)
     if options.host in WILDCARD_ADDRESSES and not options.allow_hosts:
         logger.warning(
@@ -142,9 +152,27 @@ def create_http_app(
             "localhost or [::1]; give the names other machines use with --allow-host",
             extra={"event": "http.hosts"},
         )
-    verifier = options.verifier
-    if verifier is None and options.token is not None:
-        verifier = StaticTokenVerifier(options.token)
+    verifiers: list[TokenVerifier] = [options.verifier] if options.verifier is not None else []
+    if options.token is not None:
+        verifiers.append(StaticTokenVerifier(options.token))
+    if options.tokens_file is not None:
+        verifiers.append(NamedTokenVerifier(options.tokens_file))
+    resource_metadata, metadata_paths, metadata = None, [], None
+    if options.oauth is not None:  # OAuth resource server: its verifier, and the metadata at paths open to all
+        from mcpower.server import oauth
+
+        resource = oauth.resource_url(options.oauth, options.url)
+        jwt_verifier = oauth.JwtVerifier(options.oauth, resource)
+        verifiers.append(jwt_verifier)
+        resource_metadata = oauth.metadata_url(resource)
+        metadata_paths, metadata = oauth.metadata_paths(resource), oauth.metadata_endpoint(options.oauth, resource)
+        logger.info(
+            "http.oauth: accepting access tokens of %s for the audience %s",
+            options.oauth.issuer,
+            jwt_verifier.audience,
+            extra={"event": "http.oauth", "issuer": options.oauth.issuer, "resource_metadata": resource_metadata},
+        )
+    verifier = one_verifier(verifiers)
     auth: dict[str, Any] = {}
     if verifier is not None:
         auth = {"token_verifier": verifier, "auth": auth_settings()}
@@ -156,10 +184,24 @@ def create_http_app(
 
     async def healthz(request: Request) -> Response:
         # Liveness for anyone who passed the Host/Origin checks; what is served, with the token only.
-        detailed = verifier is None or isinstance(request.scope.get("user"), AuthenticatedUser)
-        return JSONResponse(health(registry, detailed))
+        # (A token granting no dataset counts as none.)
+        user = request.scope.get("user")
+        detailed = verifier is None or (
+            isinstance(user, AuthenticatedUser) and caller_of(user.access_token).patterns != ()
+        )
+        return JSONResponse(health(visible(registry, caller_from_scope(request.scope)), detailed))
 
     server.custom_route(HEALTH_PATH, methods=["GET"])(healthz)
+    for path in metadata_paths:
+        server.custom_route(path, methods=["GET"])(metadata)
+    door, open_paths = None, [HEALTH_PATH, *metadata_paths]
+    if options.web:
+        from mcpower.web import OPEN_PATHS, SecurityHeaders, web_routes  # loaded only here: never for stdio
+
+        routes, door = web_routes(server, registry, verifier, options.call_timeout)
+        for route in routes:
+            server.custom_route(route.path, methods=sorted(route.methods or ()))(route.endpoint)
+        open_paths += OPEN_PATHS
     if metrics is not None:  # behind the token, as /mcp is (Gate)
         server.custom_route(METRICS_PATH, methods=["GET"])(metrics.endpoint)
 
@@ -184,6 +226,7 @@ def create_http_app(
             search_tools=[TOOL_NAMES[tool_names]["search"]],
             exempt_paths=[HEALTH_PATH, METRICS_PATH],
             on_refused=metrics.refused if metrics is not None else None,
+            limit_anonymous=verifier is None,
         )
     gate = Gate(
         limited,
@@ -191,8 +234,12 @@ def create_http_app(
         verifier=verifier,
         max_body_bytes=options.max_body_bytes,
         body_timeout=options.body_timeout,
-        open_paths=[HEALTH_PATH],
+        open_paths=open_paths,
+        resource_metadata=resource_metadata,
+        door=door,
     )
+    if door is not None:  # every answer but /mcp's carries the pages' security headers (CSP ...)
+        return server, SecurityHeaders(gate, MCP_PATH)
     return server, gate
 
 
@@ -289,12 +336,14 @@ def run_http(
     Raises:
         McpowerError: before serving, when the address or the access settings cannot be used.
     """
+    sock = bind(options.host, options.port)
+    if options.port == 0:  # the port chosen, so the URL the server names (its OAuth resource) is the real one
+        options = replace(options, port=sock.getsockname()[1])
     metrics = new_metrics(registry, tool_names) if options.metrics else None
-    server, app = create_http_app(registry, options, tool_names, metrics)
     try:
-        sock = bind(options.host, options.port)
+        server, app = create_http_app(registry, options, tool_names, metrics)
     except McpowerError:
-        server.close()
+        sock.close()
         raise
     if on_listening is not None:
         on_listening(metrics.watch_event if metrics is not None else None)

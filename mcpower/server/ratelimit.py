@@ -30,6 +30,7 @@ from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 
 import anyio
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcpower.server.callers import caller_from_scope
@@ -143,6 +144,9 @@ Refused = Callable[[str, str], None]  # (caller name, "rate" or "searches"): met
 class RateLimit:
     """ASGI middleware after Gate: the per-caller limits above on every path but ``exempt_paths``
     (``/healthz`` and ``/metrics``: a probe or a scrape never spends a caller's budget, and is cheap).
+    ``limit_anonymous`` False (a server with tokens): requests no token authenticated, which Gate
+    lets through to its open paths only (probes, the login page, static files), are not limited —
+    else anyone could use up the one budget they would share and keep people from logging in.
 
     A search is a POST to ``mcp_path`` whose JSON-RPC body calls one of ``search_tools``.
     """
@@ -158,6 +162,7 @@ class RateLimit:
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
         on_refused: Refused | None = None,
+        limit_anonymous: bool = True,
     ) -> None:
         self.app = app
         self.limits = limits
@@ -168,9 +173,11 @@ class RateLimit:
         self.exempt_paths = frozenset(exempt_paths)
         self.on_refused = on_refused
         self.sleep = sleep
+        self.limit_anonymous = limit_anonymous
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in self.exempt_paths:
+        exempt = scope["type"] != "http" or scope["path"] in self.exempt_paths
+        if exempt or (not self.limit_anonymous and not isinstance(scope.get("user"), AuthenticatedUser)):
             await self.app(scope, receive, send)
             return
         name = caller_from_scope(scope).name

@@ -74,7 +74,7 @@ class _Watched:
     state: Literal["watching", "indexing", "source_missing", "failed"] = "watching"
     message: str | None = None
     since: str = field(default_factory=lambda: now_utc().isoformat())
-    last_update: str | None = None
+    last: dict[str, Any] = field(default_factory=dict)  # the last published re-index: last_update, last_counts
 
 
 class Watcher:
@@ -350,7 +350,8 @@ class Watcher:
             self._set(w, "failed", message)
             self._report(WatchEvent(w.id, "failed", message))
             return
-        w.last_update = now_utc().isoformat() if report.published else w.last_update
+        if report.published:
+            w.last = {"last_update": now_utc().isoformat(), "last_counts": report.changes()}
         self._set(w, "watching")
         if report.published:
             try:  # load the new version now, so the next search does not wait for it
@@ -369,9 +370,7 @@ class Watcher:
     ) -> None:
         w.state, w.message = state, message
         if w.claim is not None:
-            w.claim.write(
-                WatchState(state=state, message=message, pid=os.getpid(), since=w.since, last_update=w.last_update)
-            )
+            w.claim.write(WatchState(state=state, message=message, pid=os.getpid(), since=w.since, **w.last))
 
     def _update_roots(self, restart: bool = False) -> None:
         """Publish the folders to watch; the notify thread starts a new watch if they changed."""

@@ -1,0 +1,164 @@
+"""`mcpower token add / list / revoke`: the named tokens `serve --http` accepts, each limited to some datasets.
+
+The file (server/tokens.py) keeps each secret's SHA-256, never the secret: `add` prints the secret
+once. A running server re-reads the file on its next request, so `add` and `revoke` take effect
+without a restart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from mcpower.cli.common import DatasetsDir, JsonFlag, print_json, settings
+
+if TYPE_CHECKING:
+    from mcpower.server.tokens import NamedToken
+
+app = typer.Typer(
+    help="Named tokens for `serve --http`: each caller its own secret, reading only the datasets it is given.",
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode=None,
+)
+
+TokensFile = Annotated[
+    Path | None,
+    typer.Option(
+        "--tokens-file",
+        metavar="PATH",
+        help="The tokens file [env MCPOWER_TOKENS_FILE; default DATASETS_DIR/tokens.json].",
+        show_default=False,
+    ),
+]
+
+
+def _path(tokens_file: Path | None, datasets_dir: Path | None) -> Path:
+    from mcpower.server.tokens import default_tokens_file
+
+    s = settings(tokens_file=tokens_file, datasets_dir=datasets_dir)
+    return s.tokens_file.expanduser() if s.tokens_file is not None else default_tokens_file(s.datasets_dir)
+
+
+def _read(path: Path) -> list[NamedToken]:
+    from mcpower.server.tokens import check_access, read_tokens
+
+    if path.exists():
+        check_access(path)  # a file others could have changed is not built on
+    return read_tokens(path)
+
+
+@app.command()
+def add(
+    name: Annotated[str, typer.Argument(metavar="NAME", help="Who the token is for: shown in logs and `token list`.")],
+    datasets: Annotated[
+        list[str],
+        typer.Option(
+            "--datasets",
+            "-d",
+            metavar="PATTERN",
+            help="A dataset id, or a pattern such as 'eng-*' ('*': every dataset); repeatable.",
+            show_default=False,
+        ),
+    ],
+    expires: Annotated[
+        str | None,
+        typer.Option(metavar="WHEN", help="30d, 12h, 90m, 2w from now, or a date (2026-12-31, UTC); default: never."),
+    ] = None,
+    tokens_file: TokensFile = None,
+    datasets_dir: DatasetsDir = None,
+) -> None:
+    """Add a token and print its secret, once: the file keeps only its hash."""
+    from mcpower.errors import McpowerError
+    from mcpower.server.tokens import (
+        NamedToken,
+        check_name,
+        check_patterns,
+        digest,
+        editing,
+        new_secret,
+        parse_expiry,
+        write_tokens,
+    )
+
+    path = _path(tokens_file, datasets_dir)
+    token = NamedToken(
+        name=check_name(name),
+        sha256="",
+        datasets=check_patterns(datasets),
+        created=datetime.now(timezone.utc),
+        expires=parse_expiry(expires) if expires is not None else None,
+    )
+    secret = new_secret()
+    with editing(path):  # read, checked and written again under the lock: two adds at once both land
+        tokens = _read(path)
+        if any(t.name == name for t in tokens):
+            raise McpowerError(
+                f"there is already a token named {name!r} in {path}: revoke it first, or choose another name"
+            )
+        write_tokens(path, [*tokens, replace(token, sha256=digest(secret))])
+    typer.echo(secret)
+    until = f", until {_when(token.expires)} UTC" if token.expires else ""
+    typer.echo(
+        f"token {name!r} added to {path} for datasets {', '.join(token.datasets)}{until}.\n"
+        "The secret above is shown only now (the file keeps its hash): give it to the client as its bearer "
+        "token (Authorization: Bearer ...). A running server accepts it from its next request.",
+        err=True,
+    )
+
+
+@app.command("list")
+def list_(tokens_file: TokensFile = None, datasets_dir: DatasetsDir = None, as_json: JsonFlag = False) -> None:
+    """List the tokens: name, datasets, expiry (expired ones marked), created. Never a secret or its hash."""
+    path = _path(tokens_file, datasets_dir)
+    tokens = _read(path)
+    now = datetime.now(timezone.utc)
+    rows: list[dict[str, Any]] = [
+        {
+            "name": t.name,
+            "datasets": list(t.datasets),
+            "expires": t.to_json()["expires"],
+            "expired": t.expired(now),
+            "created": t.to_json()["created"],
+        }
+        for t in tokens
+    ]
+    if as_json:
+        print_json({"tokens_file": str(path), "tokens": rows})
+        return
+    if not rows:
+        typer.echo(f"no tokens in {path} (add one with `mcpower token add NAME --datasets ID`)", err=True)
+        return
+    width = max(len("NAME"), *(len(r["name"]) for r in rows))
+    typer.echo(f"{'NAME':<{width}}  {'EXPIRES (UTC)':<24}  {'CREATED (UTC)':<16}  DATASETS")
+    for r, t in zip(rows, tokens):
+        expiry = "never" if t.expires is None else _when(t.expires) + (" (expired)" if r["expired"] else "")
+        typer.echo(f"{r['name']:<{width}}  {expiry:<24}  {_when(t.created):<16}  {', '.join(r['datasets'])}")
+
+
+@app.command()
+def revoke(
+    name: Annotated[str, typer.Argument(metavar="NAME", help="The token's name (`mcpower token list`).")],
+    tokens_file: TokensFile = None,
+    datasets_dir: DatasetsDir = None,
+) -> None:
+    """Remove a token: a running server refuses it from its next request."""
+    from mcpower.errors import McpowerError
+    from mcpower.server.tokens import editing, write_tokens
+
+    path = _path(tokens_file, datasets_dir)
+    with editing(path):
+        tokens = _read(path)
+        kept = [t for t in tokens if t.name != name]
+        if len(kept) == len(tokens):
+            raise McpowerError(f"there is no token named {name[:80]!r} in {path}; `mcpower token list` shows them")
+        write_tokens(path, kept)
+    typer.echo(f"token {name!r} revoked in {path}", err=True)
+
+
+def _when(moment: datetime) -> str:
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M")

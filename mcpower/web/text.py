@@ -1,0 +1,83 @@
+"""Dataset text made safe to show: invisible and direction-changing characters shown as what they
+are, and a query's words marked in a snippet.
+
+Everything here returns :class:`markupsafe.Markup` built from escaped pieces, so a template never
+needs ``|safe`` on text that came from a dataset. Document text, titles and paths are hostile: a
+right-to-left override in a path could make ``evil.exe‮fdp.md`` read as another file, and a
+zero-width space could make two different names look the same. Each such character is shown as a
+visible ``⟨U+202E⟩`` mark (and the whole value is isolated by the template with ``<bdi>``).
+"""
+
+from __future__ import annotations
+
+import re
+
+from markupsafe import Markup, escape
+
+from mcpower.terms import query_terms
+
+# Bidirectional embeddings, overrides, isolates and marks; zero-width and other invisible format
+# characters; C0/C1 controls other than tab and newline. Shown, never applied.
+_HIDDEN = re.compile(
+    "[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u00ad\u061c\u115f\u1160\u180e\u200b-\u200f"
+    "\u2028-\u202e\u2060-\u2064\u2066-\u206f\u3164\ufe00-\ufe0f\ufeff\ufff9-\ufffb]"
+)
+
+
+# Marks shown in one value; hidden characters past them are dropped and counted, so a text made of
+# zero-width characters cannot swell a page (each mark takes ~40 bytes of HTML).
+MAX_MARKS = 24
+
+
+def _mark(label: str) -> str:
+    return f'<span class="cc">\u27e8{label}\u27e9</span>'
+
+
+def visible(text: object) -> Markup:
+    """``text`` escaped, each hidden or direction-changing character replaced by a visible mark
+    (past :data:`MAX_MARKS`, dropped and counted in one last mark)."""
+    escaped = str(escape("" if text is None else str(text)))
+    marks = 0
+
+    def replace(m: re.Match[str]) -> str:
+        nonlocal marks
+        marks += 1
+        return _mark(f"U+{ord(m.group(0)):04X}") if marks <= MAX_MARKS else ""
+
+    shown = _HIDDEN.sub(replace, escaped)
+    if marks > MAX_MARKS:
+        shown += _mark(f"{marks - MAX_MARKS:,} more hidden characters removed")
+    return Markup(shown)
+
+
+def plain(text: object, limit: int = 80) -> str:
+    """``text`` for places that hold no markup (a page's ``<title>``): at most ``limit`` characters,
+    hidden characters written as ``⟨U+202E⟩`` (autoescape escapes the rest)."""
+    raw = "" if text is None else str(text)
+    cut = raw[:limit] + ("…" if len(raw) > limit else "")
+    return _HIDDEN.sub(lambda m: f"\u27e8U+{ord(m.group(0)):04X}\u27e9", cut)
+
+
+def highlight(text: object, query: str) -> Markup:
+    """``text`` as :func:`visible` shows it, with the query's words (as search counts them) in ``<mark>``."""
+    raw = "" if text is None else str(text)
+    terms = sorted(set(query_terms(query)), key=len, reverse=True)
+    if not terms or not raw:
+        return visible(raw)
+    pattern = re.compile("|".join(_term_pattern(t) for t in terms), re.IGNORECASE)
+    out: list[str] = []
+    last = 0
+    for m in pattern.finditer(raw):
+        if m.start() == m.end():
+            continue
+        out.append(visible(raw[last : m.start()]))
+        out.append(f"<mark>{visible(m.group(0))}</mark>")
+        last = m.end()
+    out.append(visible(raw[last:]))
+    return Markup("".join(out))
+
+
+def _term_pattern(term: str) -> str:
+    word = re.escape(term)
+    # Whole words for alphabetic terms (as the keyword index matches them); CJK terms anywhere.
+    return word if not term[:1].isalnum() or not term.isascii() else rf"(?<![^\W_]){word}(?![^\W_])"

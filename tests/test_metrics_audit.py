@@ -76,7 +76,7 @@ def audit_lines(caplog: pytest.LogCaptureFixture) -> list[dict[str, Any]]:
     return [
         {
             k: getattr(r, k, None)
-            for k in ("caller", "tool", "dataset", "query_chars", "result_count", "status", "duration_ms")
+            for k in ("caller", "tool", "dataset", "query_chars", "result_count", "status", "duration_ms", "door")
         }
         | ({"query": r.query} if hasattr(r, "query") else {})
         for r in caplog.records
@@ -193,7 +193,7 @@ async def test_one_audit_line_per_tool_call_without_the_query(
     assert lines[2]["result_count"] == 3 and lines[2]["query_chars"] is None
     assert lines[3]["query_chars"] == 5000 and lines[3]["result_count"] is None
     assert lines[4]["dataset"] is None  # not a dataset id: not logged
-    assert all("query" not in line for line in lines)
+    assert all("query" not in line and line["door"] == "mcp" for line in lines)
     assert QUERY not in caplog.text and "etc" not in caplog.text
 
 
@@ -206,6 +206,21 @@ async def test_the_query_text_is_logged_with_the_opt_in(registry: Registry, capl
         assert (await h.post("/mcp", json=call, headers=headers)).status_code == 200
     (line,) = audit_lines(caplog)
     assert line["query"] == QUERY and line["caller"] == "bob" and line["dataset"] == "recipes"
+
+
+async def test_a_web_page_search_is_audited_as_the_caller_and_counted(
+    registry: Registry, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="mcpower")
+    async with serving(registry) as app, as_caller(app, "carol") as h:
+        page = await h.get("/search", params={"q": QUERY, "dataset": "recipes"}, headers={"Accept": "text/html"})
+        assert page.status_code == 200
+        scraped = scrape((await h.get("/metrics")).text)
+    (line,) = audit_lines(caplog)
+    assert line["caller"] == "carol" and line["tool"] == "knowledge_search" and line["dataset"] == "recipes"
+    assert line["door"] == "web" and line["status"] == "ok" and line["query_chars"] == len(QUERY)
+    key = (("caller", "carol"), ("status", "ok"), ("tool", "knowledge_search"))
+    assert scraped[("mcpower_tool_calls_total", key)] == 1
 
 
 def test_audit_lines_under_stdio_name_the_local_caller_and_go_to_the_file(datasets: Path, tmp_path: Path) -> None:

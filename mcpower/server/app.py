@@ -121,12 +121,17 @@ class KnowledgeServer(MCPServer):
         self.workers = workers
         self.tool_names = TOOL_NAMES["default"]
         self.redactor = Redactor(known_folders(registry.root))
+        self.audit = AuditLog()  # create_server sets the one its middleware uses
 
     async def answer(self, tool: str, arguments: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
         """What an MCP client reads from calling ``tool`` ('search', 'list', 'source', 'metadata'):
         whether it is an error, and its structuredContent, with paths taken out as RedactPaths does.
         The web pages answer through this, so a page shows exactly what an agent is given."""
-        result = await self.call_tool(self.tool_names[tool], arguments)
+        started, result = time.perf_counter(), None
+        try:
+            result = await self.call_tool(self.tool_names[tool], arguments)
+        finally:  # the audit line of a page's call, as of an agent's (a page cancelled by its deadline too)
+            self.audit.record({"name": self.tool_names[tool], "arguments": arguments}, result, started, door="web")
         data = self.redactor.tool_result(result.model_dump(by_alias=True, mode="json", exclude_none=True))
         return bool(data.get("isError")), dict(data.get("structuredContent") or {})
 
@@ -233,6 +238,7 @@ def create_server(
         **options,
     )
     server.tool_names = names
+    server.audit = audit
     run = server.workers.run  # never on the event loop: one blocked loop would stall every client
 
     async def knowledge_search(

@@ -40,6 +40,7 @@ class ToolCall:
     status: str
     duration_ms: float
     query: str | None = None
+    door: str = "mcp"  # mcp: an MCP client's tools/call; web: a web page's (docs/web.md)
 
 
 Observer = Callable[[ToolCall], None]  # metrics count the calls
@@ -59,16 +60,18 @@ class AuditLog:
         if ctx.method != "tools/call" or ctx.request_id is None:
             return await call_next(ctx)
         started = time.perf_counter()
-        status = "error"
         result: Any = None
         try:
             result = await call_next(ctx)
-            status = _status(result)
             return result
         finally:
-            self._log(ctx.params, result, status, (time.perf_counter() - started) * 1000)
+            self.record(ctx.params, result, started)
 
-    def _log(self, params: Any, result: Any, status: str, ms: float) -> None:
+    def record(self, params: Any, result: Any, started: float, door: str = "mcp") -> None:
+        """Log the call of ``params`` (a tools/call's: name, arguments) that gave ``result`` (None: it
+        raised), begun at ``started`` (``time.perf_counter()``), through ``door``."""
+        ms = (time.perf_counter() - started) * 1000
+        status = _status(result) if result is not None else "error"
         params = params if isinstance(params, dict) else {}
         arguments = params.get("arguments")
         arguments = arguments if isinstance(arguments, dict) else {}
@@ -84,6 +87,7 @@ class AuditLog:
             status=status,
             duration_ms=round(ms, 2),
             query=query[:MAX_LOGGED_QUERY_CHARS] if self.queries and isinstance(query, str) else None,
+            door=door,
         )
         extra = {k: v for k, v in vars(call).items() if k != "query" or self.queries}
         logger.info("audit", extra={"event": "audit", **extra})

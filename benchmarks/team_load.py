@@ -19,9 +19,9 @@ again (A'). Reported: the agents' calls/s and p95 latency per phase, the ratio B
 the calls the clients made (tool calls by caller; 429s of the runaway). Then the same A and B on a
 server without limits (`--rate-limit 0 --max-searches 0`), to show what the limits buy.
 
-The server is this script run with ``--serve``: `mcpower.server.http.run_http` with a verifier that
-maps the 4 tokens to the 4 callers (named tokens, as a tokens file gives them), the limits
-otherwise the defaults. Writes JSON to benchmarks/results/team_load.json.
+The server is `mcpower serve --http --tokens-file FILE` with the 4 callers' named tokens (made with
+`mcpower token add NAME --datasets '*'`) and the default limits. Writes JSON to
+benchmarks/results/team_load.json; the servers' logs and the tokens file beside it.
 """
 
 from __future__ import annotations
@@ -42,38 +42,12 @@ from typing import Any
 from suite.datasets import ensure_dataset
 from suite.http_clients import DATASET, HEADERS, PROTOCOL_VERSION, Server
 from suite.report import REPO, environment, load_avg, note, pct, table
-from suite.server import MCP_QUERIES
+from suite.server import MCP_QUERIES, mcpower_argv
 
-TOKENS = {name: f"team-load-{name}-token-0123456789" for name in ("alice", "bob", "carol", "runaway")}
+CALLERS = ("alice", "bob", "carol", "runaway")
 AGENTS = ("alice", "bob", "carol")
+TOKENS: dict[str, str] = {}  # caller -> secret, from `mcpower token add` (the runaway's process: its environment)
 SESSIONS_PER_CALLER = 8
-
-
-# ---------------------------------------------------------------- the server
-
-
-def serve(port: int, root: Path, limited: bool) -> None:
-    """`serve --http` over ``root`` with the 4 callers' tokens (run in its own process)."""
-    from mcp.server.auth.provider import AccessToken
-
-    from mcpower.cli.common import open_registry
-    from mcpower.config import Settings
-    from mcpower.server.http import HttpOptions, run_http
-    from mcpower.server.logging import configure_logging
-    from mcpower.server.ratelimit import RateLimits
-
-    names = {token: name for name, token in TOKENS.items()}
-
-    class Tokens:
-        async def verify_token(self, token: str) -> AccessToken | None:
-            name = names.get(token)
-            return AccessToken(token=token, client_id=name, scopes=["mcpower:read"]) if name else None
-
-    configure_logging("warning")
-    s = Settings.load(datasets_dir=root)
-    limits = RateLimits() if limited else RateLimits(rate=0, max_searches=0)
-    options = HttpOptions(port=port, verifier=Tokens(), rate_limits=limits, threads=s.worker_threads)
-    run_http(open_registry(s), options)
 
 
 # ---------------------------------------------------------------- clients
@@ -177,9 +151,10 @@ class Agents:
         }
 
 
-def runaway(port: int, seconds: float) -> None:
+def runaway(port: int, seconds: float, token: str) -> None:
     """The runaway caller's sessions calling back to back for ``seconds`` (run in its own process);
     prints its outcomes as JSON."""
+    TOKENS["runaway"] = token
     sessions = [Session(port, "runaway") for _ in range(SESSIONS_PER_CALLER)]
     outcomes: dict[str, int] = {}
     lock = threading.Lock()
@@ -233,6 +208,7 @@ def phases(port: int, args: argparse.Namespace, with_return: bool) -> dict[str, 
     marks["A"].append(time.perf_counter())
     loop = subprocess.Popen(
         [sys.executable, __file__, "--runaway", str(port), "--seconds", str(args.phase + 1.0)],
+        env={**os.environ, "TEAM_LOAD_TOKEN": TOKENS["runaway"]},  # not in argv, where `ps` shows it
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -291,11 +267,21 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     logs.mkdir(parents=True, exist_ok=True)
     out: dict[str, Any] = {"environment": env, "dataset": dataset, "load_before": load_avg(), "settings": vars(args)}
     out["settings"] = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
+    tokens_file = logs / "team_load-tokens.json"
+    tokens_file.unlink(missing_ok=True)
+    for caller in CALLERS:  # named tokens, as an operator makes them: the secret is printed once
+        made = subprocess.run(
+            [*mcpower_argv(), "token", "add", caller, "--datasets", "*", "--tokens-file", str(tokens_file)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        TOKENS[caller] = made.stdout.split()[0]
     servers = [("limited", True)] + ([("unlimited", False)] if args.unlimited else [])
     for i, (name, limited) in enumerate(servers):
         port = args.port + i
-        argv = [sys.executable, __file__, "--serve", str(port), "--root", str(root)]
-        argv += [] if limited else ["--unlimited-server"]
+        argv = [*mcpower_argv(), "serve", "--http", "--port", str(port), "--datasets-dir", str(root)]
+        argv += ["--tokens-file", str(tokens_file)] + ([] if limited else ["--rate-limit", "0", "--max-searches", "0"])
         server = Server(name, argv, port, logs / f"team_load-{name}.log")
         try:
             note(f"{name}: phases of {args.phase:g} s ...")
@@ -351,17 +337,11 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="5 s phases")
     parser.add_argument("--no-unlimited", dest="unlimited", action="store_false", help="skip the server without limits")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "team_load.json")
-    parser.add_argument("--serve", type=int, metavar="PORT", help=argparse.SUPPRESS)
-    parser.add_argument("--root", type=Path, help=argparse.SUPPRESS)
-    parser.add_argument("--unlimited-server", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--runaway", type=int, metavar="PORT", help=argparse.SUPPRESS)
     parser.add_argument("--seconds", type=float, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.serve is not None:
-        serve(args.serve, args.root, not args.unlimited_server)
-        return
     if args.runaway is not None:
-        runaway(args.runaway, args.seconds)
+        runaway(args.runaway, args.seconds, os.environ["TEAM_LOAD_TOKEN"])
         return
     if args.quick:
         args.phase = 5.0

@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ import mcpower.search
 from mcpower.registry import Registry
 from mcpower.server.http import HttpOptions, create_http_app
 from mcpower.server.ratelimit import Buckets, InFlight, RateLimit, RateLimits
+from mcpower.server.tokens import NamedToken, digest, new_secret, write_tokens
 
 pytestmark = pytest.mark.anyio
 
@@ -305,5 +307,32 @@ def test_429_and_retry_after_over_real_http(datasets: Path, tmp_path: Path) -> N
             assert h.get("/healthz").status_code == 200  # not counted
         record = server.wait_event("http.rate_limited")
         assert record["caller"] == "token" and record["limit"] == "rate"
+    finally:
+        server.stop()
+
+
+def test_named_callers_have_their_own_budgets_over_real_http(datasets: Path, tmp_path: Path) -> None:
+    """`serve --http --tokens-file`: one named caller over its rate gets 429s, another is served."""
+    secrets = {name: new_secret() for name in ("runaway", "alice")}
+    now = datetime.now(timezone.utc)
+    tokens = [NamedToken(name, digest(secret), ("*",), now) for name, secret in secrets.items()]
+    tokens_file = tmp_path / "tokens.json"
+    write_tokens(tokens_file, tokens)
+    limits = ("--rate-limit", "0.001", "--rate-burst", "3", "--tokens-file", str(tokens_file))
+    server = HttpServer(write_http_launcher(tmp_path), datasets, *limits, token=None)
+    ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    try:
+        with httpx2.Client(base_url=server.base, headers=MCP_HEADERS) as h:
+
+            def status(name: str) -> int:
+                return h.post("/mcp", json=ping, headers={"Authorization": f"Bearer {secrets[name]}"}).status_code
+
+            runaway = [status("runaway") for _ in range(6)]
+            assert runaway[3:] == [429] * 3 and 429 not in runaway[:3]
+            assert 429 not in [status("alice") for _ in range(3)]  # a budget of its own
+            assert status("alice") == 429
+        server.wait_event("http.rate_limited", caller="alice")  # the last one logged: all are in
+        refused = [r["caller"] for r in server.records if r.get("event") == "http.rate_limited"]
+        assert refused == ["runaway"] * 3 + ["alice"]
     finally:
         server.stop()

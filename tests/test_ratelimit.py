@@ -241,6 +241,25 @@ async def test_limits_off(registry: Registry) -> None:
         assert statuses == {200}
 
 
+async def test_a_browser_over_the_rate_gets_a_readable_page(registry: Registry) -> None:
+    """A page a browser GETs over the rate: the error page, 429, Retry-After and the pages' security
+    headers; its JSON twin and /mcp keep the JSON-RPC body."""
+    limits = RateLimits(rate=0.01, burst=3, max_searches=0, max_hold=0)  # no refill within the test
+    async with serving(registry, limits) as app, as_caller(app, "runaway") as h:
+        assert [(await h.get("/")).status_code for _ in range(3)] == [200] * 3
+        refused = await h.get("/search", params={"q": "pumpkin"}, headers={"Accept": "text/html"})
+        assert refused.status_code == 429 and int(refused.headers["retry-after"]) >= 1
+        assert refused.headers["content-type"].startswith("text/html")
+        assert "default-src" in refused.headers["content-security-policy"]
+        assert refused.headers["x-frame-options"] == "DENY"
+        assert "Too many requests" in refused.text and "RATE_LIMITED" in refused.text
+        assert "retry after" in refused.text and '"jsonrpc"' not in refused.text
+        twin = await h.get("/search", params={"q": "pumpkin", "format": "json"})
+        assert twin.status_code == 429 and twin.json()["error"]["data"]["limit"] == "rate"
+        mcp = await h.post("/mcp", json=tool_call("pumpkin"))
+        assert mcp.status_code == 429 and mcp.json()["jsonrpc"] == "2.0"
+
+
 async def test_a_refusal_over_the_rate_is_held_until_the_next_request_would_pass() -> None:
     """A loop that ignores Retry-After is slowed to the rate instead of costing the server a refusal
     per round trip: the refusal waits for the caller's next token, at most ``max_hold``."""

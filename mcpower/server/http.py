@@ -227,6 +227,7 @@ def create_http_app(
             exempt_paths=[HEALTH_PATH, METRICS_PATH],
             on_refused=metrics.refused if metrics is not None else None,
             limit_anonymous=verifier is None,
+            page_refusal=door.busy if door is not None else None,
         )
     gate = Gate(
         limited,

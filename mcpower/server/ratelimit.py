@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 import anyio
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcpower.server.callers import caller_from_scope
@@ -139,6 +140,9 @@ class InFlight:
 
 
 Refused = Callable[[str, str], None]  # (caller name, "rate" or "searches"): metrics count refusals
+# Another room's own answer to a refused request (the web pages: a readable page for a browser), given
+# the scope and the refusal in plain words; None: the JSON-RPC body. Retry-After is added here.
+PageRefusal = Callable[[Scope, str], Response | None]
 
 
 class RateLimit:
@@ -148,7 +152,8 @@ class RateLimit:
     lets through to its open paths only (probes, the login page, static files), are not limited —
     else anyone could use up the one budget they would share and keep people from logging in.
 
-    A search is a POST to ``mcp_path`` whose JSON-RPC body calls one of ``search_tools``.
+    A search is a POST to ``mcp_path`` whose JSON-RPC body calls one of ``search_tools``. A refusal
+    is a JSON-RPC error body, unless ``page_refusal`` answers the request otherwise.
     """
 
     def __init__(
@@ -163,6 +168,7 @@ class RateLimit:
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
         on_refused: Refused | None = None,
         limit_anonymous: bool = True,
+        page_refusal: PageRefusal | None = None,
     ) -> None:
         self.app = app
         self.limits = limits
@@ -174,6 +180,7 @@ class RateLimit:
         self.on_refused = on_refused
         self.sleep = sleep
         self.limit_anonymous = limit_anonymous
+        self.page_refusal = page_refusal
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         exempt = scope["type"] != "http" or scope["path"] in self.exempt_paths
@@ -236,6 +243,11 @@ class RateLimit:
         )
         if self.on_refused is not None:
             self.on_refused(name, limit)
+        response = self.page_refusal(scope, message) if self.page_refusal is not None else None
+        if response is not None:
+            response.headers["retry-after"] = str(retry)
+            await response(scope, receive, send)
+            return
         error = {"code": RATE_LIMITED_CODE, "message": message, "data": {"limit": limit, "retry_after": retry}}
         body = json.dumps({"jsonrpc": "2.0", "id": request_id, "error": error}).encode()
         headers = [

@@ -194,9 +194,11 @@ def create_http_app(
     server.custom_route(HEALTH_PATH, methods=["GET"])(healthz)
     for path in metadata_paths:
         server.custom_route(path, methods=["GET"])(metadata)
-    door, open_paths = None, [HEALTH_PATH, *metadata_paths]
+    door, open_paths, search_pages = None, [HEALTH_PATH, *metadata_paths], []
     if options.web:
-        from mcpower.web import OPEN_PATHS, SecurityHeaders, web_routes  # loaded only here: never for stdio
+        from mcpower.web import OPEN_PATHS, SEARCH_PATH, SecurityHeaders, web_routes  # only here: never for stdio
+
+        search_pages = [SEARCH_PATH]
 
         routes, door = web_routes(server, registry, verifier, options.call_timeout)
         for route in routes:
@@ -228,6 +230,7 @@ def create_http_app(
             on_refused=metrics.refused if metrics is not None else None,
             limit_anonymous=verifier is None,
             page_refusal=door.busy if door is not None else None,
+            search_pages=search_pages,
         )
     gate = Gate(
         limited,

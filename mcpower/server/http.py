@@ -157,7 +157,7 @@ def create_http_app(
         verifiers.append(StaticTokenVerifier(options.token))
     if options.tokens_file is not None:
         verifiers.append(NamedTokenVerifier(options.tokens_file))
-    resource_metadata, metadata_paths, metadata = None, [], None
+    resource_metadata, metadata_paths, metadata, jwt_verifier = None, [], None, None
     if options.oauth is not None:  # OAuth resource server: its verifier, and the metadata at paths open to all
         from mcpower.server import oauth
 
@@ -216,7 +216,12 @@ def create_http_app(
         max_sessions=2 * options.max_sessions,
         transport_security=security,
     )
-    room = SessionRoom(app, server.session_manager, options.max_sessions, MCP_PATH)
+    served: ASGIApp = app
+    if jwt_verifier is not None:  # the issuer's keys fetched once at start: a mistyped issuer shows at once
+        from mcpower.server.oauth import IssuerCheck
+
+        served = IssuerCheck(app, jwt_verifier)
+    room = SessionRoom(served, server.session_manager, options.max_sessions, MCP_PATH)
     if metrics is not None:
         metrics.sessions = room.open_sessions
     limited: ASGIApp = room

@@ -14,6 +14,7 @@ from typing import Any
 import httpx2
 import pytest
 from conftest import FakeEmbedder, join_warm_up
+from prometheus_client import CollectorRegistry, Counter, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from server_fixtures import StdioServer, add_broken_dataset, write_launcher
 from test_ratelimit import CALLERS, MCP_HEADERS, NamedTokens, session, tool_call
@@ -137,6 +138,22 @@ def test_reindexes_are_counted_from_watch_events(registry: Registry) -> None:
     assert samples[("mcpower_reindex_total", (("dataset", "recipes"), ("result", "failed")))] == 1
     assert samples[("mcpower_reindex_duration_seconds_count", ())] == 2
     assert samples[("mcpower_reindex_duration_seconds_sum", ())] == pytest.approx(2.2)
+
+
+def test_no_created_series_and_the_library_left_as_it_was(registry: Registry) -> None:
+    """prometheus-client adds a ``*_created`` series to every counter and histogram: noise on a
+    scrape, left out of ours without the library's process-wide switch."""
+    metrics = Metrics(registry, "knowledge_search")
+    metrics.tool_call(ToolCall("alice", "knowledge_search", "*", 5, 3, "ok", 12.0))
+    metrics.refused("alice", "rate")
+    text = metrics.text().decode()
+    assert "_created" not in text
+    samples = scrape(text)
+    assert samples[("mcpower_search_duration_seconds_count", ())] == 1
+    assert samples[("mcpower_rate_limited_total", (("caller", "alice"), ("limit", "rate")))] == 1
+    other = CollectorRegistry()
+    Counter("someone_elses", "Another user of the library", registry=other).inc()
+    assert "someone_elses_created" in generate_latest(other).decode()
 
 
 def test_caller_labels_are_bounded(registry: Registry) -> None:

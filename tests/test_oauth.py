@@ -33,7 +33,7 @@ from mcpower.registry import Registry
 from mcpower.server.callers import Caller, caller_of, current_caller
 from mcpower.server.http import HttpOptions, create_http_app
 from mcpower.server.jwks import KeyCache
-from mcpower.server.oauth import OAuthOptions
+from mcpower.server.oauth import JwtVerifier, OAuthOptions, check_issuer
 
 pytestmark = pytest.mark.anyio
 
@@ -134,8 +134,6 @@ async def test_a_valid_token_searches_as_its_caller(registry: Registry, issuer: 
 async def test_the_caller_mapping(issuer: Issuer) -> None:
     """Name: sub, else client_id, else azp; datasets: the mcpower scopes of scope and scp, and the
     datasets claim when one is named."""
-    from mcpower.server.oauth import JwtVerifier
-
     verifier = JwtVerifier(oauth_options(issuer, datasets_claim="kb_datasets"), AUDIENCE)
 
     async def caller(**claims: Any) -> Caller:
@@ -365,6 +363,35 @@ async def test_a_failing_key_set_refuses_tokens_and_says_why(
     said = [r for r in caplog.records if getattr(r, "event", "") == "oauth.jwks_unavailable"]
     assert said and said[0].levelno == logging.WARNING
     assert refusal_reasons(caplog) == ["unknown_key"]
+
+
+@pytest.mark.parametrize(
+    ("case", "said"),
+    [
+        ("up", "publishes 2 signing key(s)"),
+        ("unreachable", "cannot fetch"),
+        ("not an issuer", "no usable issuer metadata"),
+        ("no keys", "no RSA, EC or OKP signing key"),
+    ],
+)
+async def test_the_issuer_is_checked_once_at_start(
+    issuer: Issuer, case: str, said: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The start-up check (oauth.check_issuer) says what is wrong with the issuer, naming it."""
+    caplog.set_level(logging.INFO, logger="mcpower")
+    url = {"unreachable": "http://127.0.0.1:9", "not an issuer": issuer.url + "/not-the-issuer"}.get(case, issuer.url)
+    if case == "no keys":
+        issuer.published.clear()
+    verifier = JwtVerifier(OAuthOptions(issuer=url, fetch_timeout=2.0), AUDIENCE)
+    with anyio.fail_after(20):
+        await check_issuer(verifier)
+    records = [r for r in caplog.records if getattr(r, "event", "").startswith("oauth.issuer_")]
+    assert len(records) == 1 and url in records[0].getMessage() and said in records[0].getMessage()
+    assert records[0].levelno == (logging.INFO if case == "up" else logging.WARNING)
+    if case == "up":  # the keys are in hand: the first token needs no fetch of its own
+        fetches = verifier.keys.fetches
+        assert await verifier.verify_token(issuer.mint(aud=AUDIENCE)) is not None
+        assert verifier.keys.fetches == fetches == 1
 
 
 async def test_keys_from_a_file_and_from_oidc_metadata(registry: Registry, issuer: Issuer, tmp_path: Path) -> None:

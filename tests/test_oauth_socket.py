@@ -41,6 +41,9 @@ def server(template: Path, tmp_path_factory: pytest.TempPathFactory, issuer: Iss
     srv.stop()
 
 
+DOWN = "http://127.0.0.1:9"  # port 9: nothing listens
+
+
 def get(server: HttpServer, path: str, token: str | None = None) -> tuple[int, dict[str, str], bytes]:
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
     try:
@@ -78,6 +81,24 @@ def test_metadata_and_challenge_name_the_real_port(server: HttpServer, issuer: I
     assert status == 401
     hint = f'resource_metadata="{server.base}/.well-known/oauth-protected-resource/mcp"'
     assert hint in headers["www-authenticate"]
+
+
+def test_the_issuer_is_checked_at_start(server: HttpServer, template: Path, tmp_path: Path) -> None:
+    """Up: an info line with its key count. Down (nothing listens): a warning naming the issuer and
+    why, and the server serves anyway (tokens are refused until the issuer answers)."""
+    ready = server.wait_event("oauth.issuer_ready")
+    assert ready["keys"] == 1 and ready["level"] == "info"
+    down = HttpServer(
+        write_http_launcher(tmp_path), copy_datasets(template, tmp_path), "--oauth-issuer", DOWN, token=None
+    )
+    try:
+        said = down.wait_event("oauth.issuer_unavailable")
+        assert said["level"] == "warning" and said["issuer"] == DOWN
+        assert DOWN in said["message"] and "cannot fetch" in said["reason"] and "--oauth-issuer" in said["message"]
+        assert get(down, "/healthz")[0] == 200
+        assert get(down, "/mcp", "not-a-token")[0] == 401
+    finally:
+        down.stop()
 
 
 @pytest.mark.node

@@ -178,3 +178,27 @@ def test_an_unknown_client_is_a_usage_error(http: bool) -> None:
     result = CliRunner().invoke(app, ["serve", *(["--http"] if http else []), "--print-config", "emacs"])
     assert result.exit_code == 2
     assert "'emacs' is not one of claude-desktop, claude-code, vscode, cursor, inspector" in result.stderr
+
+
+OAUTH = ["serve", "--http", "--oauth-issuer", "https://idp.example", "--public-url", "https://kb.example.com"]
+
+
+@pytest.mark.parametrize("client", ["claude-code", "vscode", "cursor"])
+def test_in_oauth_mode_clients_that_sign_in_themselves_get_no_token_header(client: str) -> None:
+    """They find the issuer from the server's 401 and sign in there: a header would stand in their way.
+    The URL is the public one, the resource their tokens are issued for."""
+    result = CliRunner().invoke(app, [*OAUTH, "--print-config", client])
+    assert result.exit_code == 0, result.output
+    assert "Authorization" not in result.stdout and "MCPOWER_TOKEN" not in result.stdout
+    assert "https://kb.example.com/mcp" in result.stdout
+    if client != "claude-code":
+        config = json.loads(result.stdout)
+        assert "inputs" not in config and "headers" not in json.dumps(config)
+    assert f"{client} signs in at https://idp.example itself" in result.stderr
+
+
+def test_in_oauth_mode_the_inspector_line_sends_a_token_got_elsewhere() -> None:
+    result = CliRunner().invoke(app, [*OAUTH, "--print-config", "inspector"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.rstrip().endswith('--header "Authorization: Bearer $MCPOWER_TOKEN"')
+    assert "access token from https://idp.example for https://kb.example.com/mcp" in result.stderr

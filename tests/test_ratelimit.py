@@ -232,6 +232,45 @@ async def test_searches_in_flight_are_capped_per_caller(
         assert (await runaway.post("/mcp", json=tool_call("four"), headers=headers)).status_code == 200
 
 
+async def test_search_pages_count_among_a_callers_searches_in_flight(
+    registry: Registry, blocked_searches: tuple[list[str], threading.Event]
+) -> None:
+    """The web search page runs the same search: a caller cannot pass the cap through the pages."""
+    started, release = blocked_searches
+    limits = RateLimits(rate=0, max_searches=2)
+    async with serving(registry, limits) as app, as_caller(app, "runaway") as runaway, as_caller(app, "bob") as bob:
+        headers = await session(runaway)
+        answers: list[httpx2.Response] = []
+
+        async def page(h: httpx2.AsyncClient, query: str) -> None:
+            answers.append(await h.get("/search", params={"q": query}))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(page, runaway, "one")
+            tg.start_soon(page, runaway, "two")
+            with anyio.fail_after(20):
+                while len(started) < 2:
+                    await anyio.sleep(0.01)
+            # Two pages searching: a third page, its JSON twin and an MCP search are refused ...
+            third = await runaway.get("/search", params={"q": "three"})
+            assert third.status_code == 429 and third.headers["retry-after"] == "1"
+            assert "too many searches at once" in third.text
+            twin = await runaway.get("/search", params={"q": "three", "format": "json"})
+            assert twin.status_code == 429 and twin.json()["error"]["data"]["limit"] == "searches"
+            mcp = await runaway.post("/mcp", json=tool_call("three", 9), headers=headers)
+            assert mcp.status_code == 429 and mcp.json()["error"]["data"]["limit"] == "searches"
+            # ... the page without a query is no search, and another caller's page searches.
+            assert (await runaway.get("/search", params={"q": " "})).status_code == 200
+            tg.start_soon(page, bob, "bob's")
+            with anyio.fail_after(20):
+                while len(started) < 3:
+                    await anyio.sleep(0.01)
+            release.set()
+        assert sorted(started) == ["bob's", "one", "two"]
+        assert [r.status_code for r in answers] == [200, 200, 200]
+        assert (await runaway.get("/search", params={"q": "four"})).status_code == 200  # done: again
+
+
 async def test_limits_off(registry: Registry) -> None:
     async with serving(registry, RateLimits(rate=0, burst=1, max_searches=0)) as app, as_caller(app, "alice") as h:
         headers = await session(h)
@@ -239,6 +278,25 @@ async def test_limits_off(registry: Registry) -> None:
             (await h.post("/mcp", json=tool_call("pumpkin", i), headers=headers)).status_code for i in range(30)
         }
         assert statuses == {200}
+
+
+async def test_a_browser_over_the_rate_gets_a_readable_page(registry: Registry) -> None:
+    """A page a browser GETs over the rate: the error page, 429, Retry-After and the pages' security
+    headers; its JSON twin and /mcp keep the JSON-RPC body."""
+    limits = RateLimits(rate=0.01, burst=3, max_searches=0, max_hold=0)  # no refill within the test
+    async with serving(registry, limits) as app, as_caller(app, "runaway") as h:
+        assert [(await h.get("/")).status_code for _ in range(3)] == [200] * 3
+        refused = await h.get("/search", params={"q": "pumpkin"}, headers={"Accept": "text/html"})
+        assert refused.status_code == 429 and int(refused.headers["retry-after"]) >= 1
+        assert refused.headers["content-type"].startswith("text/html")
+        assert "default-src" in refused.headers["content-security-policy"]
+        assert refused.headers["x-frame-options"] == "DENY"
+        assert "Too many requests" in refused.text and "RATE_LIMITED" in refused.text
+        assert "retry after" in refused.text and '"jsonrpc"' not in refused.text
+        twin = await h.get("/search", params={"q": "pumpkin", "format": "json"})
+        assert twin.status_code == 429 and twin.json()["error"]["data"]["limit"] == "rate"
+        mcp = await h.post("/mcp", json=tool_call("pumpkin"))
+        assert mcp.status_code == 429 and mcp.json()["jsonrpc"] == "2.0"
 
 
 async def test_a_refusal_over_the_rate_is_held_until_the_next_request_would_pass() -> None:

@@ -308,24 +308,44 @@ def _display_uri(uri: str) -> str:
 
 def _print_config(client: str, s: Settings, http: bool) -> None:
     """The snippet ``client`` needs for the server these settings describe, every option included."""
-    from mcpower.server.clients import CLIENTS, client_config, http_client_config
+    from mcpower.server.clients import CLIENTS, OAUTH_CLIENTS, client_config, http_client_config
 
     if client not in CLIENTS:
         raise typer.BadParameter(f"{client!r} is not one of {', '.join(CLIENTS)}", param_hint="'--print-config'")
+    signs_in = http and s.oauth_issuer is not None and client in OAUTH_CLIENTS
     if http:
+        url = _oauth_url(s) if s.oauth_issuer is not None else None
+        token = _token_required(s) and not signs_in
         try:
-            text = http_client_config(client, s.http_host, s.http_port, _token_required(s), s.allow_hosts)
+            text = http_client_config(client, s.http_host, s.http_port, token, s.allow_hosts, url)
         except McpowerError as e:  # a client that cannot reach HTTP servers: a usage error
             raise typer.BadParameter(e.message, param_hint="'--print-config'") from None
     else:
         text = client_config(client, _launch(s))
     typer.echo(text)
+    if signs_in:
+        typer.echo(
+            f"note: no Authorization header: {client} signs in at {s.oauth_issuer} itself (MCP authorization); "
+            "to send a token instead, add the header as docs/clients.md shows",
+            err=True,
+        )
+    elif http and s.oauth_issuer is not None:
+        typer.echo(f"note: MCPOWER_TOKEN must hold an access token from {s.oauth_issuer} for {url}", err=True)
     if s.milvus_token and not http:
         typer.echo(
             "note: MCPOWER_MILVUS_TOKEN is a secret and is not in the snippet: add it to the client's env", err=True
         )
     if not http and not s.milvus_uri and not any(s.datasets_dir.expanduser().glob("*/manifest.json")):
         typer.echo(f"warning: {no_datasets(s.datasets_dir)}", err=True)
+
+
+def _oauth_url(s: Settings) -> str:
+    """The URL OAuth clients must use: the resource tokens are issued for (``--public-url``, else the listening one)."""
+    from mcpower.server.clients import http_url
+    from mcpower.server.oauth import OAuthOptions, resource_url
+
+    assert s.oauth_issuer is not None
+    return resource_url(OAuthOptions(s.oauth_issuer, public_url=s.public_url), http_url(s.http_host, s.http_port))
 
 
 def _launch(s: Settings) -> Launch:

@@ -71,6 +71,11 @@ TOKEN_PLACEHOLDERS = {
 }
 
 
+# Clients that do the MCP authorization flow themselves (find the issuer from the server's 401, sign
+# the user in, keep and refresh the token): with --oauth-issuer their snippet sends no header.
+OAUTH_CLIENTS = ("claude-code", "vscode", "cursor")
+
+
 def http_url(host: str, port: int, allow_hosts: list[str] | None = None) -> str:
     """The URL a client on this machine or the network reaches the server at.
 
@@ -83,8 +88,11 @@ def http_url(host: str, port: int, allow_hosts: list[str] | None = None) -> str:
     return f"http://{f'[{host}]' if ':' in host and not host.startswith('[') else host}:{port}/mcp"
 
 
-def http_client_config(client: str, host: str, port: int, token: bool, allow_hosts: list[str] | None = None) -> str:
-    """The JSON (or command) ``client`` needs to reach ``mcpower serve --http`` on ``host``:``port``.
+def http_client_config(
+    client: str, host: str, port: int, token: bool, allow_hosts: list[str] | None = None, url: str | None = None
+) -> str:
+    """The JSON (or command) ``client`` needs to reach ``mcpower serve --http`` on ``host``:``port``
+    (or at ``url``: the public URL, in OAuth mode).
 
     With ``token``, the Authorization header carries a placeholder the client fills in.
 
@@ -98,7 +106,7 @@ def http_client_config(client: str, host: str, port: int, token: bool, allow_hos
             "Claude Desktop's config file starts stdio servers only; "
             "use `mcpower serve --print-config claude-desktop` without --http"
         )
-    url = http_url(host, port, allow_hosts)
+    url = url or http_url(host, port, allow_hosts)
     header = f"Bearer {TOKEN_PLACEHOLDERS[client]}"
     if client in ("claude-code", "inspector"):  # a shell command; "$MCPOWER_TOKEN" is expanded by the shell
         inspector = (INSPECTOR_WITH_HEADER if token else INSPECTOR).split()

@@ -157,7 +157,7 @@ def create_http_app(
         verifiers.append(StaticTokenVerifier(options.token))
     if options.tokens_file is not None:
         verifiers.append(NamedTokenVerifier(options.tokens_file))
-    resource_metadata, metadata_paths, metadata = None, [], None
+    resource_metadata, metadata_paths, metadata, jwt_verifier = None, [], None, None
     if options.oauth is not None:  # OAuth resource server: its verifier, and the metadata at paths open to all
         from mcpower.server import oauth
 
@@ -194,9 +194,11 @@ def create_http_app(
     server.custom_route(HEALTH_PATH, methods=["GET"])(healthz)
     for path in metadata_paths:
         server.custom_route(path, methods=["GET"])(metadata)
-    door, open_paths = None, [HEALTH_PATH, *metadata_paths]
+    door, open_paths, search_pages = None, [HEALTH_PATH, *metadata_paths], []
     if options.web:
-        from mcpower.web import OPEN_PATHS, SecurityHeaders, web_routes  # loaded only here: never for stdio
+        from mcpower.web import OPEN_PATHS, SEARCH_PATH, SecurityHeaders, web_routes  # only here: never for stdio
+
+        search_pages = [SEARCH_PATH]
 
         routes, door = web_routes(server, registry, verifier, options.call_timeout)
         for route in routes:
@@ -214,7 +216,12 @@ def create_http_app(
         max_sessions=2 * options.max_sessions,
         transport_security=security,
     )
-    room = SessionRoom(app, server.session_manager, options.max_sessions, MCP_PATH)
+    served: ASGIApp = app
+    if jwt_verifier is not None:  # the issuer's keys fetched once at start: a mistyped issuer shows at once
+        from mcpower.server.oauth import IssuerCheck
+
+        served = IssuerCheck(app, jwt_verifier)
+    room = SessionRoom(served, server.session_manager, options.max_sessions, MCP_PATH)
     if metrics is not None:
         metrics.sessions = room.open_sessions
     limited: ASGIApp = room
@@ -227,6 +234,8 @@ def create_http_app(
             exempt_paths=[HEALTH_PATH, METRICS_PATH],
             on_refused=metrics.refused if metrics is not None else None,
             limit_anonymous=verifier is None,
+            page_refusal=door.busy if door is not None else None,
+            search_pages=search_pages,
         )
     gate = Gate(
         limited,

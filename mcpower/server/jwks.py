@@ -203,6 +203,20 @@ class KeyCache:
             found = self._lookup(kid)
         return found
 
+    async def prefetch(self) -> int:
+        """Fetch the key set now (at the server's start, so a mistyped issuer shows at once): how
+        many keys it holds. A failure changes nothing: the first token tries again.
+
+        Raises:
+            JwksError: the set could not be had (the message says why).
+        """
+        async with self._lock:
+            keys = await self._fetch()
+            self.fetches += 1
+            self._keys, self._fetched_at = keys, self.clock()
+            self._tried_at = self._fetched_at
+            return len(keys)
+
     def _lookup(self, kid: str | None) -> dict[str, Any] | None:
         if self._fetched_at is None or self.clock() - self._fetched_at > self.ttl + self.max_stale:
             return None  # none yet, or too old to trust

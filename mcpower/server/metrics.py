@@ -13,6 +13,8 @@ client library's process-wide default registry is served.
 - ``mcpower_reindex_total{dataset,result}``, ``mcpower_reindex_duration_seconds``: the watcher's
   re-indexes (``result``: published, unchanged, failed) and their time.
 
+No ``*_created`` series: the library adds one to every counter and histogram, filtered out here.
+
 Label values are bounded: caller names come from tokens, but OAuth subjects need not be few, so
 past :data:`MAX_CALLER_LABELS` distinct callers the rest are counted as ``other``.
 """
@@ -23,7 +25,7 @@ import threading
 from collections.abc import Callable, Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from starlette.requests import Request
 from starlette.responses import Response
@@ -83,6 +85,21 @@ class _StateCollector(Collector):
             yield GaugeMetricFamily("mcpower_sessions", "MCP sessions open", value=sessions())
 
 
+class _WithoutCreated(Collector):
+    """``registry``'s metrics without the ``*_created`` series the library adds to every counter and
+    histogram (their start time: noise on a scrape). Filtered here rather than by the library's
+    ``disable_created_metrics()``, which is process-wide and would change other users' registries."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+
+    def collect(self) -> Iterable[Metric]:
+        for family in self.registry.collect():
+            created = family.name + "_created"
+            family.samples = [s for s in family.samples if s.name != created]
+            yield family
+
+
 class Metrics:
     """The server's metrics: fed by the audit log, the rate limiter and the watcher; served by :meth:`endpoint`."""
 
@@ -132,7 +149,7 @@ class Metrics:
             self.reindexes.labels(dataset, "failed").inc()
 
     def text(self) -> bytes:
-        return generate_latest(self.prometheus)
+        return generate_latest(_WithoutCreated(self.prometheus))
 
     async def endpoint(self, request: Request) -> Response:
         """The ``GET /metrics`` route."""

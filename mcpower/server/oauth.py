@@ -31,16 +31,18 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import anyio
 import jwt
 from mcp.server.auth.handlers.metadata import ProtectedResourceMetadataHandler
 from mcp.server.auth.provider import AccessToken
 from mcp.shared.auth import ProtectedResourceMetadata
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcpower.errors import McpowerError
 from mcpower.server.callers import READ_SCOPE
-from mcpower.server.jwks import FETCH_TIMEOUT_S, KEYS_TTL_S, REFETCH_INTERVAL_S, KeyCache, check_url
+from mcpower.server.jwks import FETCH_TIMEOUT_S, KEYS_TTL_S, REFETCH_INTERVAL_S, JwksError, KeyCache, check_url
 
 logger = logging.getLogger(__name__)
 
@@ -216,6 +218,50 @@ class JwtVerifier:
         if self.options.datasets_claim:
             scopes += [_READ_PREFIX + p for p in _words(claims.get(self.options.datasets_claim))]
         return list(dict.fromkeys(s for s in scopes if has_read_scope([s])))
+
+
+class IssuerCheck:
+    """ASGI middleware: when the server starts (its lifespan), fetch the issuer's keys once in the
+    background and say whether they could be had, so a mistyped ``--oauth-issuer`` shows in the log
+    at once rather than when the first token is refused. The server serves either way (the issuer
+    may come up later; until then every token is refused, as always)."""
+
+    def __init__(self, app: ASGIApp, verifier: JwtVerifier) -> None:
+        self.app = app
+        self.verifier = verifier
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "lifespan":
+            await self.app(scope, receive, send)
+            return
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(check_issuer, self.verifier)
+            await self.app(scope, receive, send)
+            tasks.cancel_scope.cancel()  # stopping: a check still waiting for the issuer is moot
+
+
+async def check_issuer(verifier: JwtVerifier) -> None:
+    """Fetch ``verifier``'s keys now; log a warning naming the issuer and what failed, or how many keys."""
+    issuer, jwks = verifier.options.issuer, verifier.options.jwks
+    try:
+        count = await verifier.keys.prefetch()
+    except JwksError as e:
+        logger.warning(
+            "oauth.issuer_unavailable: cannot get the signing keys of the issuer %s%s (%s); every token is "
+            "refused until it answers: check --oauth-issuer%s",
+            issuer,
+            f" from {jwks}" if jwks else "",
+            e,
+            " and --jwks" if jwks else " (the server is up; it tries again at the next token)",
+            extra={"event": "oauth.issuer_unavailable", "issuer": issuer, "reason": str(e)},
+        )
+        return
+    logger.info(
+        "oauth.issuer_ready: the issuer %s publishes %d signing key(s)",
+        issuer,
+        count,
+        extra={"event": "oauth.issuer_ready", "issuer": issuer, "keys": count},
+    )
 
 
 def _words(value: object) -> list[str]:

@@ -12,7 +12,8 @@ limits never touch another's.
 Checked at the HTTP layer, after Gate (gate.py has read the whole body and named the caller):
 only there can the answer be a 429 with ``Retry-After``, which HTTP clients and proxies understand;
 an MCP middleware could only answer a tool error with a 200. Whether a request is a search is read
-from the body Gate holds, looked at only when it names the search tool.
+from the body Gate holds, looked at only when it names the search tool; a web search page's query
+(``/search?q=...``) is a search too, so the pages are no way around the cap.
 
 The tables are bounded: a bucket left alone long enough to have refilled is dropped (it would start
 full anyway), and past ``max_callers`` the callers idle longest are dropped first; a caller's
@@ -31,6 +32,8 @@ from dataclasses import dataclass
 
 import anyio
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from starlette.datastructures import QueryParams
+from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcpower.server.callers import caller_from_scope
@@ -139,6 +142,9 @@ class InFlight:
 
 
 Refused = Callable[[str, str], None]  # (caller name, "rate" or "searches"): metrics count refusals
+# Another room's own answer to a refused request (the web pages: a readable page for a browser), given
+# the scope and the refusal in plain words; None: the JSON-RPC body. Retry-After is added here.
+PageRefusal = Callable[[Scope, str], Response | None]
 
 
 class RateLimit:
@@ -148,7 +154,9 @@ class RateLimit:
     lets through to its open paths only (probes, the login page, static files), are not limited —
     else anyone could use up the one budget they would share and keep people from logging in.
 
-    A search is a POST to ``mcp_path`` whose JSON-RPC body calls one of ``search_tools``.
+    A search is a POST to ``mcp_path`` whose JSON-RPC body calls one of ``search_tools``, or a GET
+    of one of ``search_pages`` (the web search page) with a query ``q``. A refusal
+    is a JSON-RPC error body, unless ``page_refusal`` answers the request otherwise.
     """
 
     def __init__(
@@ -163,6 +171,8 @@ class RateLimit:
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
         on_refused: Refused | None = None,
         limit_anonymous: bool = True,
+        page_refusal: PageRefusal | None = None,
+        search_pages: Collection[str] = (),
     ) -> None:
         self.app = app
         self.limits = limits
@@ -174,6 +184,8 @@ class RateLimit:
         self.on_refused = on_refused
         self.sleep = sleep
         self.limit_anonymous = limit_anonymous
+        self.page_refusal = page_refusal
+        self.search_pages = frozenset(search_pages)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         exempt = scope["type"] != "http" or scope["path"] in self.exempt_paths
@@ -187,6 +199,9 @@ class RateLimit:
                 await self.sleep(min(wait, self.limits.max_hold))
                 await self._refuse(scope, receive, send, name, "rate", wait, None)
                 return
+        if self.searches is not None and self._searches_page(scope):
+            await self._search(scope, receive, send, name, None)
+            return
         if self.searches is None or scope["path"] != self.mcp_path or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
@@ -197,13 +212,24 @@ class RateLimit:
         if not is_search:
             await self.app(scope, replay, send)
             return
+        await self._search(scope, replay, send, name, request_id)
+
+    async def _search(self, scope: Scope, receive: Receive, send: Send, name: str, request_id: object) -> None:
+        """Pass a search on, counted among the caller's searches in flight, or refuse it over the cap."""
+        assert self.searches is not None
         if not self.searches.enter(name):
-            await self._refuse(scope, replay, send, name, "searches", BUSY_RETRY_S, request_id)
+            await self._refuse(scope, receive, send, name, "searches", BUSY_RETRY_S, request_id)
             return
         try:
-            await self.app(scope, replay, send)
+            await self.app(scope, receive, send)
         finally:
             self.searches.leave(name)
+
+    def _searches_page(self, scope: Scope) -> bool:
+        """Whether ``scope`` GETs a search page with a query (read as the page reads it)."""
+        if scope["path"] not in self.search_pages or scope["method"] not in ("GET", "HEAD"):
+            return False
+        return bool(QueryParams(scope.get("query_string", b"")).get("q", "").strip())
 
     def _peek(self, body: bytes) -> tuple[object, bool]:
         """The JSON-RPC request's id, and whether it calls a search tool (parsed only if it may)."""
@@ -236,6 +262,11 @@ class RateLimit:
         )
         if self.on_refused is not None:
             self.on_refused(name, limit)
+        response = self.page_refusal(scope, message) if self.page_refusal is not None else None
+        if response is not None:
+            response.headers["retry-after"] = str(retry)
+            await response(scope, receive, send)
+            return
         error = {"code": RATE_LIMITED_CODE, "message": message, "data": {"limit": limit, "retry_after": retry}}
         body = json.dumps({"jsonrpc": "2.0", "id": request_id, "error": error}).encode()
         headers = [

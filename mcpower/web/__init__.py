@@ -21,9 +21,10 @@ from mcpower.web.login import LOGIN_PATH, LOGOUT_PATH, Verifier, WebDoor, login_
 from mcpower.web.pages import Pages
 from mcpower.web.render import STATIC_PREFIX, SecurityHeaders, static, static_paths
 
-__all__ = ["OPEN_PATHS", "PAGE_PATHS", "SecurityHeaders", "WebDoor", "web_routes"]
+__all__ = ["OPEN_PATHS", "PAGE_PATHS", "SEARCH_PATH", "SecurityHeaders", "WebDoor", "web_routes"]
 
-PAGE_PATHS = ("/", "/search", "/doc")
+SEARCH_PATH = "/search"  # with a query q, a search: counted by the rate limiter's search cap
+PAGE_PATHS = ("/", SEARCH_PATH, "/doc")
 # Reachable without a token: the login form, and the files it uses.
 OPEN_PATHS = (LOGIN_PATH, "/favicon.ico", *static_paths())
 
@@ -35,7 +36,7 @@ def web_routes(
     pages = Pages(server, registry, call_timeout)
     handlers: list[tuple[str, Callable[[Request], Awaitable[Response]], list[str]]] = [
         ("/", pages.datasets, ["GET"]),
-        ("/search", pages.search, ["GET"]),
+        (SEARCH_PATH, pages.search, ["GET"]),
         ("/doc", pages.document, ["GET"]),
         *login_routes(verifier, pages.caller_name),
     ]

@@ -64,13 +64,25 @@ class WebDoor:
     def refusal(self, scope: Scope) -> Response | None:
         """For a page a browser GETs without a valid token: a redirect to the login form (which
         comes back to it); None for anything else (the gate's 401)."""
-        if scope.get("method") not in ("GET", "HEAD") or scope.get("path") not in self.page_paths:
-            return None
-        query = scope.get("query_string", b"").decode("latin-1")
-        if "format=json" in query.split("&"):
+        if not self._browser_page(scope):
             return None  # a program: the 401 says what to send
+        query = scope.get("query_string", b"").decode("latin-1")
         target = scope["path"] + (f"?{query}" if query else "")
         return secure(RedirectResponse(f"{LOGIN_PATH}?next={quote(target, safe='')}", status_code=303))
+
+    def busy(self, scope: Scope, message: str) -> Response | None:
+        """For a page a browser GETs over the caller's rate limit: the error page, 429 (a
+        ratelimit.PageRefusal); None for anything else (the limiter's JSON-RPC body)."""
+        if not self._browser_page(scope):
+            return None
+        return error_page(Request(scope), 429, "RATE_LIMITED", message)
+
+    def _browser_page(self, scope: Scope) -> bool:
+        """Whether ``scope`` is a GET of a page, not of its JSON twin."""
+        if scope.get("method") not in ("GET", "HEAD") or scope.get("path") not in self.page_paths:
+            return False
+        query = scope.get("query_string", b"").decode("latin-1")
+        return "format=json" not in query.split("&")
 
 
 def _cookie(header: str) -> str | None:

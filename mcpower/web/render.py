@@ -138,7 +138,14 @@ def error_page(request: Request, status: int, code: str, message: str, caller: A
     return page(request, "error.html", data, status, caller=caller, title=_TITLES.get(status, "Error"))
 
 
-_TITLES = {400: "Not a valid request", 403: "Not allowed", 404: "Not found", 503: "Not available", 504: "Took too long"}
+_TITLES = {
+    400: "Not a valid request",
+    403: "Not allowed",
+    404: "Not found",
+    429: "Too many requests",
+    503: "Not available",
+    504: "Took too long",
+}
 
 
 def _static_files() -> dict[str, bytes]:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from asgi_fixtures import MCP_HEADERS
 from conftest import FakeEmbedder, write_files
 from http_fixtures import TOKEN, HttpServer, write_http_launcher
 from server_fixtures import REPO_ROOT, StdioServer, subprocess_env, write_launcher
@@ -47,7 +48,6 @@ CALLERS: dict[str, set[str]] = {  # caller -> the datasets it may read
 }
 PATTERNS = {"everything": ["*"], "eng": ["eng-*"], "hr": ["hr-policies"], "sales": ["sales-*"]}
 REFUSED = ["expired", "revoked"]
-MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
 @pytest.fixture(scope="module")

@@ -7,6 +7,7 @@ from typing import Any
 
 import httpx2
 import pytest
+from asgi_fixtures import asgi_client
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from starlette.responses import PlainTextResponse
 from starlette.types import Receive, Scope, Send
@@ -42,10 +43,7 @@ def gate(app: Any, token: str | None) -> Gate:
 
 
 def client(app: Any, token: str | None = None) -> httpx2.AsyncClient:
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    return httpx2.AsyncClient(
-        transport=httpx2.ASGITransport(app=app), base_url="http://127.0.0.1:8765", headers=headers
-    )
+    return asgi_client(app, token or None)
 
 
 async def test_the_authenticated_user_is_in_the_scope() -> None:

@@ -20,6 +20,7 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
+from asgi_fixtures import BASE, INITIALIZE, MCP_HEADERS, app_serving, asgi_client
 from conftest import FakeEmbedder, join_warm_up
 from http_fixtures import TOKEN
 from mcp import Client
@@ -33,19 +34,10 @@ from mcpower.cli.app import app as cli
 from mcpower.registry import Registry
 from mcpower.server.access import HostCheck, transport_security
 from mcpower.server.app import KnowledgeServer, create_server
-from mcpower.server.http import HttpOptions, create_http_app
+from mcpower.server.http import HttpOptions
 from mcpower.server.limits import Workers
 
 pytestmark = pytest.mark.anyio
-
-BASE = "http://127.0.0.1:8765"
-MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
-}
 
 
 @pytest.fixture
@@ -59,18 +51,12 @@ def registry(datasets: Path) -> Iterator[Registry]:
 @asynccontextmanager
 async def serving(registry: Registry, **options: Any) -> AsyncIterator[tuple[KnowledgeServer, Any]]:
     """The HTTP app (token required unless ``token=None``) with its lifespan running."""
-    server, app = create_http_app(registry, HttpOptions(**{"token": TOKEN, **options}))
-    try:
-        async with server.session_manager.run():
-            yield server, app
-    finally:
-        server.close()
+    async with app_serving(registry, HttpOptions(**{"token": TOKEN, **options})) as served:
+        yield served
 
 
 def http(app: Any, token: str | None = TOKEN, **headers: str) -> httpx2.AsyncClient:
-    if token is not None:
-        headers["Authorization"] = f"Bearer {token}"
-    return httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url=BASE, headers=headers)
+    return asgi_client(app, token, **headers)
 
 
 @asynccontextmanager

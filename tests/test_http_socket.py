@@ -21,6 +21,7 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
+from asgi_fixtures import MCP_HEADERS
 from http_fixtures import TOKEN, HttpServer, write_http_launcher
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -33,7 +34,6 @@ INITIALIZE = {
     "method": "initialize",
     "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}},
 }
-MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
 @pytest.fixture(scope="module")

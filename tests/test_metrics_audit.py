@@ -13,23 +13,23 @@ from typing import Any
 
 import httpx2
 import pytest
+from asgi_fixtures import MCP_HEADERS, app_serving, asgi_client
 from conftest import FakeEmbedder, join_warm_up
 from prometheus_client import CollectorRegistry, Counter, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from server_fixtures import StdioServer, add_broken_dataset, write_launcher
-from test_ratelimit import CALLERS, MCP_HEADERS, NamedTokens, session, tool_call
+from test_ratelimit import CALLERS, NamedTokens, session, tool_call
 
 from mcpower.ingestion import IngestReport
 from mcpower.registry import Registry
 from mcpower.server.audit import ToolCall, log_to_file
-from mcpower.server.http import HttpOptions, create_http_app
+from mcpower.server.http import HttpOptions
 from mcpower.server.metrics import MAX_CALLER_LABELS, Metrics
 from mcpower.server.ratelimit import RateLimits
 from mcpower.watch import WatchEvent
 
 pytestmark = pytest.mark.anyio
 
-BASE = "http://127.0.0.1:8765"
 QUERY = "harpsichord feature"
 
 
@@ -49,19 +49,13 @@ async def serving(registry: Registry, **options: Any) -> AsyncIterator[Any]:
         "rate_limits": RateLimits(rate=0.001, burst=8, max_searches=0, max_hold=0),
         **options,
     }
-    server, app = create_http_app(registry, HttpOptions(**options))
-    try:
-        async with server.session_manager.run():
-            yield app
-    finally:
-        server.close()
+    async with app_serving(registry, HttpOptions(**options)) as (_, app):
+        yield app
 
 
 def as_caller(app: Any, name: str | None) -> httpx2.AsyncClient:
-    headers = dict(MCP_HEADERS)
-    if name is not None:
-        headers["Authorization"] = "Bearer " + next(t for t, n in CALLERS.items() if n == name)
-    return httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url=BASE, headers=headers)
+    token = None if name is None else next(t for t, n in CALLERS.items() if n == name)
+    return asgi_client(app, token, **MCP_HEADERS)
 
 
 def scrape(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

@@ -23,6 +23,7 @@ import anyio
 import httpx2
 import jwt
 import pytest
+from asgi_fixtures import BASE, INITIALIZE, MCP_HEADERS, app_serving, asgi_client
 from conftest import FakeEmbedder, join_warm_up
 from http_fixtures import TOKEN
 from mcp import Client
@@ -31,21 +32,13 @@ from oauth_fixtures import AUDIENCE, Issuer, tampered, unsigned
 
 from mcpower.registry import Registry
 from mcpower.server.callers import Caller, caller_of, current_caller
-from mcpower.server.http import HttpOptions, create_http_app
+from mcpower.server.http import HttpOptions
 from mcpower.server.jwks import KeyCache
 from mcpower.server.oauth import JwtVerifier, OAuthOptions, check_issuer
 
 pytestmark = pytest.mark.anyio
 
-BASE = "http://127.0.0.1:8765"
 METADATA_URL = f"{BASE}/.well-known/oauth-protected-resource/mcp"
-MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
-}
 
 
 @pytest.fixture
@@ -73,23 +66,17 @@ def oauth_options(issuer: Issuer, **changes: Any) -> OAuthOptions:
 @asynccontextmanager
 async def serving(registry: Registry, oauth: OAuthOptions, token: str | None = None) -> AsyncIterator[Any]:
     """The HTTP app in OAuth mode, with a ``whoami`` tool answering the caller the server sees."""
-    server, app = create_http_app(registry, HttpOptions(token=token, oauth=oauth))
 
     def whoami() -> dict[str, Any]:
         caller = current_caller()
         return {"name": caller.name, "patterns": caller.patterns}
 
-    server.add_tool(whoami)
-    try:
-        async with server.session_manager.run():
-            yield app
-    finally:
-        server.close()
+    async with app_serving(registry, HttpOptions(token=token, oauth=oauth), lambda s: s.add_tool(whoami)) as (_, app):
+        yield app
 
 
 def http(app: Any, token: str | None = None) -> httpx2.AsyncClient:
-    headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
-    return httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url=BASE, headers=headers)
+    return asgi_client(app, token)
 
 
 async def initialize(app: Any, token: str | None) -> httpx2.Response:

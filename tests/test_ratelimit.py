@@ -17,6 +17,7 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
+from asgi_fixtures import BASE, MCP_HEADERS, app_serving, asgi_client
 from conftest import FakeEmbedder, join_warm_up
 from http_fixtures import TOKEN, HttpServer, write_http_launcher
 from mcp.server.auth.provider import AccessToken
@@ -24,14 +25,12 @@ from starlette.responses import PlainTextResponse
 
 import mcpower.search
 from mcpower.registry import Registry
-from mcpower.server.http import HttpOptions, create_http_app
+from mcpower.server.http import HttpOptions
 from mcpower.server.ratelimit import Buckets, InFlight, RateLimit, RateLimits
 from mcpower.server.tokens import NamedToken, digest, new_secret, write_tokens
 
 pytestmark = pytest.mark.anyio
 
-BASE = "http://127.0.0.1:8765"
-MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 # Four callers, as named tokens would be: token -> name.
 CALLERS = {f"token-of-{name}-0123456789": name for name in ("alice", "bob", "carol", "runaway")}
 
@@ -117,18 +116,12 @@ def registry(datasets: Path) -> Iterator[Registry]:
 
 @asynccontextmanager
 async def serving(registry: Registry, limits: RateLimits) -> AsyncIterator[Any]:
-    server, app = create_http_app(registry, HttpOptions(verifier=NamedTokens(), rate_limits=limits))
-    try:
-        async with server.session_manager.run():
-            yield app
-    finally:
-        server.close()
+    async with app_serving(registry, HttpOptions(verifier=NamedTokens(), rate_limits=limits)) as (_, app):
+        yield app
 
 
 def as_caller(app: Any, name: str) -> httpx2.AsyncClient:
-    token = next(t for t, n in CALLERS.items() if n == name)
-    headers = {**MCP_HEADERS, "Authorization": f"Bearer {token}"}
-    return httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url=BASE, headers=headers)
+    return asgi_client(app, next(t for t, n in CALLERS.items() if n == name), **MCP_HEADERS)
 
 
 def tool_call(query: str, request_id: int = 1, tool: str = "knowledge_search") -> dict[str, Any]:

@@ -17,6 +17,7 @@ from urllib.parse import quote
 
 import httpx2
 import pytest
+from asgi_fixtures import BASE, INITIALIZE, MCP_HEADERS, app_serving, asgi_client
 from conftest import FakeEmbedder, join_warm_up, write_files
 from http_fixtures import TOKEN
 from mcp import Client
@@ -25,20 +26,12 @@ from server_fixtures import add_broken_dataset
 from mcpower.ingestion import IngestOptions, ingest
 from mcpower.registry import Registry
 from mcpower.server.app import KnowledgeServer, create_server
-from mcpower.server.http import HttpOptions, create_http_app
+from mcpower.server.http import HttpOptions
 from mcpower.web.login import local_target
 
 pytestmark = pytest.mark.anyio
 
-BASE = "http://127.0.0.1:8765"
 PAGES = ["/", "/search", "/search?q=toolkit", "/login"]
-MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
-}
 
 
 @pytest.fixture
@@ -52,18 +45,12 @@ def registry(datasets: Path) -> Iterator[Registry]:
 @asynccontextmanager
 async def serving(registry: Registry, **options: Any) -> AsyncIterator[tuple[KnowledgeServer, Any]]:
     """The HTTP app (no token unless given) with its lifespan running."""
-    server, app = create_http_app(registry, HttpOptions(**{"token": None, **options}))
-    try:
-        async with server.session_manager.run():
-            yield server, app
-    finally:
-        server.close()
+    async with app_serving(registry, HttpOptions(**{"token": None, **options})) as served:
+        yield served
 
 
 def web(app: Any, token: str | None = None, **headers: str) -> httpx2.AsyncClient:
-    if token is not None:
-        headers["Authorization"] = f"Bearer {token}"
-    return httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url=BASE, headers=headers)
+    return asgi_client(app, token, **headers)
 
 
 async def first_result(h: httpx2.AsyncClient, query: str = "zephyrine daemon", **params: str) -> dict[str, Any]:

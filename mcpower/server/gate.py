@@ -122,7 +122,7 @@ class Gate:
             if body is None:  # the client left
                 return
             if isinstance(body, bytes):
-                await self.app(scope, _replay(body, receive), send)
+                await self.app(scope, replay({"type": "http.request", "body": body, "more_body": False}, receive), send)
                 return
             refusal = body
         await refusal(scope, receive, send)
@@ -177,15 +177,15 @@ class Gate:
         return _refusal(status, text)
 
 
-def _replay(body: bytes, receive: Receive) -> Receive:
-    """A receive that gives ``body`` as the one request message, then defers to ``receive``."""
+def replay(first: Message, receive: Receive) -> Receive:
+    """A receive that gives ``first`` (a message already read: the whole body, say), then defers to ``receive``."""
     given = False
 
-    async def replay() -> Message:
+    async def replayed() -> Message:
         nonlocal given
         if given:
             return await receive()
         given = True
-        return {"type": "http.request", "body": body, "more_body": False}
+        return first
 
-    return replay
+    return replayed

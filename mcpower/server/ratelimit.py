@@ -34,9 +34,10 @@ import anyio
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from starlette.datastructures import QueryParams
 from starlette.responses import Response
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcpower.server.callers import caller_from_scope
+from mcpower.server.gate import replay
 
 logger = logging.getLogger(__name__)
 
@@ -208,11 +209,11 @@ class RateLimit:
         # Gate hands on the whole body as one message: look at it, then give it on unchanged.
         message = await receive()
         request_id, is_search = self._peek(message.get("body", b""))
-        replay = _replay(message, receive)
+        again = replay(message, receive)
         if not is_search:
-            await self.app(scope, replay, send)
+            await self.app(scope, again, send)
             return
-        await self._search(scope, replay, send, name, request_id)
+        await self._search(scope, again, send, name, request_id)
 
     async def _search(self, scope: Scope, receive: Receive, send: Send, name: str, request_id: object) -> None:
         """Pass a search on, counted among the caller's searches in flight, or refuse it over the cap."""
@@ -276,17 +277,3 @@ class RateLimit:
         ]
         await send({"type": "http.response.start", "status": 429, "headers": headers})
         await send({"type": "http.response.body", "body": body})
-
-
-def _replay(first: Message, receive: Receive) -> Receive:
-    """A receive that gives ``first`` again, then defers to ``receive``."""
-    given = False
-
-    async def replay() -> Message:
-        nonlocal given
-        if given:
-            return await receive()
-        given = True
-        return first
-
-    return replay

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from suite.datasets import ensure_dataset
-from suite.http_clients import DATASET, HEADERS, PROTOCOL_VERSION, Server
+from suite.http_clients import DATASET, Client, Server
 from suite.report import REPO, environment, load_avg, note, pct, table
 from suite.server import MCP_QUERIES, mcpower_argv
 
@@ -53,25 +53,12 @@ SESSIONS_PER_CALLER = 8
 # ---------------------------------------------------------------- clients
 
 
-class Session:
-    """One MCP session of a caller over one keep-alive connection."""
+class Session(Client):
+    """One MCP session of a caller over one keep-alive connection; its calls' outcomes by kind."""
 
     def __init__(self, port: int, caller: str) -> None:
         self.port, self.caller = port, caller
-        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
-        self.headers = {**HEADERS, "Authorization": f"Bearer {TOKENS[caller]}"}
-        init = {"protocolVersion": PROTOCOL_VERSION, "capabilities": {}, "clientInfo": {"name": "team", "version": "1"}}
-        status, headers, body = self._post({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init})
-        if status != 200:
-            raise RuntimeError(f"initialize failed: {status} {body[:200]}")
-        self.headers |= {"mcp-session-id": headers["mcp-session-id"], "mcp-protocol-version": PROTOCOL_VERSION}
-        self._post({"jsonrpc": "2.0", "method": "notifications/initialized"})
-        self.next_id = 0
-
-    def _post(self, message: dict[str, Any]) -> tuple[int, dict[str, str], str]:
-        self.conn.request("POST", "/mcp", body=json.dumps(message), headers=self.headers)
-        response = self.conn.getresponse()
-        return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read().decode()
+        super().__init__(port, TOKENS[caller], name="team")
 
     def search(self, query: str) -> str:
         """``ok``, ``tool_error`` (an isError result), ``429``, or what else went wrong."""
@@ -90,7 +77,7 @@ class Session:
         result = json.loads(body).get("result")
         return "tool_error" if result is None or result.get("isError") else "ok"
 
-    def close(self) -> int | None:
+    def close(self) -> int | None:  # type: ignore[override]
         """End the session (DELETE); its HTTP status (a runaway's may be a 429 too)."""
         status = None
         try:

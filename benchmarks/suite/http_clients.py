@@ -90,12 +90,12 @@ class Server:
 
 
 class Client:
-    """One MCP session over one keep-alive connection."""
+    """One MCP session over one keep-alive connection (sending ``token`` as its bearer token if given)."""
 
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, token: str | None = None, name: str = "load") -> None:
         self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
-        self.headers = dict(HEADERS)
-        init = {"protocolVersion": PROTOCOL_VERSION, "capabilities": {}, "clientInfo": {"name": "load", "version": "1"}}
+        self.headers = dict(HEADERS) | ({"Authorization": f"Bearer {token}"} if token is not None else {})
+        init = {"protocolVersion": PROTOCOL_VERSION, "capabilities": {}, "clientInfo": {"name": name, "version": "1"}}
         status, headers, body = self._post({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init})
         if status != 200 or "result" not in body:
             raise RuntimeError(f"initialize failed: {status} {body!r:.200}")

@@ -39,15 +39,14 @@ MIN_CONFIDENCE = 0.5
 MIN_LETTERS = 12
 # The model reads words and their character n-grams; a few thousand characters decide as well as
 # a whole chapter, and bound the time a hostile chunk takes.
-MAX_CHARS = 4000
+MAX_CHARS = 1500
 # Code and addresses say nothing of a text's language: fenced blocks, URLs, paths and identifiers
 # (words joined by _ . / : or with digits) are left out; what remains is words of letters.
 _FENCE = re.compile(r"^[ \t]*(```|~~~).*?(?:^[ \t]*\1[^\n]*$|\Z)", re.M | re.S)
-# A token's CJK runs and the rest (a CJK sentence holds Latin words and code without spaces).
 _CJK = "\u3000-\u30ff\u3100-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef"
-_RUNS = re.compile(f"[{_CJK}]+|[^{_CJK}]+")
+_ASCII = re.compile(r"[!-~]+")
+_LETTER = re.compile(r"[^\W\d_]")
 _CODE = re.compile(r"[/\\_@=<>{}\[\]$#|]|\w\.\w|\w:\w|\d")
-_WORD = re.compile(r"[^\W\d_]+(?:['’-][^\W\d_]+)*")
 _CJK_RUN = re.compile(f"[{_CJK}]")
 _KANA = re.compile(r"[\u3040-\u30ff\u31f0-\u31ff]")
 _HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
@@ -64,18 +63,18 @@ class Detection:
 
 def prose(text: str) -> str:
     """The words of ``text`` a language can be told by: code, URLs and identifiers left out."""
-    words: list[str] = []
+    kept: list[str] = []
     size = 0
     for token in _FENCE.sub(" ", text[: MAX_CHARS * 4]).split():
-        for run in _RUNS.findall(token):
-            if _CODE.search(run) and not _CJK_RUN.match(run):
-                continue
-            found = _WORD.findall(run)
-            words += found
-            size += sum(len(w) + 1 for w in found)
+        if _CJK_RUN.search(token):  # a CJK sentence holds its Latin words and code without spaces
+            token = _ASCII.sub(" ", token)
+        elif _CODE.search(token):
+            continue
+        kept.append(token)
+        size += len(token) + 1
         if size >= MAX_CHARS:
             break
-    return " ".join(words)[:MAX_CHARS]
+    return " ".join(kept)[:MAX_CHARS]
 
 
 def detect(text: str) -> Detection:
@@ -85,7 +84,7 @@ def detect(text: str) -> Detection:
         IngestError: the bundled model cannot be loaded (a broken install).
     """
     words = prose(text)
-    letters = sum(len(w) for w in words.split())
+    letters = len(_LETTER.findall(words))
     if letters < MIN_LETTERS and not (_HAN.search(words) and letters >= MIN_LETTERS // 3):
         return Detection(UNDETERMINED, 0.0, letters)
     labels, probs = _model().predict(words, k=1)

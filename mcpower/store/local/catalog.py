@@ -216,13 +216,17 @@ class LocalCatalog:
                 index_info = write_vectors(staging / INDEX_FILE, ids, build.vectors)
             except (sqlite3.Error, RuntimeError) as e:  # FAISS reports write failures as RuntimeError
                 raise write_error(info.id, e) from e
+            floats = index_info.pop("vectors_file", None)  # the exact vectors of an hnsw_sq index
             return Manifest(
                 **info.model_dump(),
                 index=f"{version}/{INDEX_FILE}",
                 metadata=f"{version}/{METADATA_FILE}",
+                vectors=f"{version}/{floats}" if floats else None,
                 vector_index=VectorIndexInfo(**index_info),
                 checksums=Checksums(
-                    index=sha256_file(staging / INDEX_FILE), metadata=sha256_file(staging / METADATA_FILE)
+                    index=sha256_file(staging / INDEX_FILE),
+                    metadata=sha256_file(staging / METADATA_FILE),
+                    vectors=sha256_file(staging / floats) if floats else None,
                 ),
             )
 

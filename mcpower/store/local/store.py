@@ -13,7 +13,6 @@ import sqlite3
 import stat
 import threading
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,14 +38,13 @@ from mcpower.store.local.schema import (
     hit_sql,
     select_sql,
 )
+from mcpower.store.local.vectors import VectorFile, VectorSide
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
 logger = logging.getLogger(__name__)
 
-# With a filter this selective, HNSW's graph walk may miss; score the few allowed vectors exactly.
-EXACT_FILTER_MAX = 8192
 # Filters whose allowed chunks are remembered (a search asks for both candidate lists, and
 # clients repeat filters); each entry is one int64 per allowed chunk.
 FILTER_CACHE_SIZE = 16
@@ -69,17 +67,19 @@ class LocalStore:
         postings: bool,
         pages: bool = True,
         hnsw: bool = False,
+        floats: VectorFile | None = None,
     ) -> None:
         self.manifest = manifest  # a Manifest, or the DatasetInfo of a store built in memory (store/original/)
         self.folder = folder
         self._index = index
+        # The vector side: FAISS, and an hnsw_sq version's exact vectors (vectors.py).
+        self._vectors = VectorSide(index, ids, floats, hnsw)
         # A lone connection serves its readers in turn; a pool opens one per concurrent reader.
         self._db = db if isinstance(db, ConnectionPool) else ConnectionPool(None, db)
         self._ids = ids  # every chunk id, ascending: the rows of the keyword postings
         self._postings = postings  # False for a database written before postings existed: FTS5 scores all
         self._pages = pages  # False for a database written before page columns existed: no pages
         self._hit_sql = hit_sql(pages)
-        self._hnsw = hnsw  # an approximate index: a selective filter is scored exactly instead
         self._lock = threading.Lock()  # guards the filter cache
         self._allowed_cache: dict[SearchFilters, NDArray[np.int64]] = {}
 
@@ -93,6 +93,7 @@ class LocalStore:
 
     def close(self) -> None:
         self._db.close()
+        self._vectors.close()
 
     # -- search
 
@@ -100,32 +101,7 @@ class LocalStore:
         self, vector: NDArray[np.float32], k: int, where: SearchFilters | None = None
     ) -> list[tuple[int, float]]:
         """Up to ``k`` (chunk id, cosine) pairs, best first, among the chunks ``where`` allows."""
-        import faiss
-
-        if self._index.ntotal == 0:
-            return []
-        q = np.ascontiguousarray(vector.reshape(1, -1), dtype=np.float32)
-        params: Any = None
-        allowed = self._allowed(where)
-        if allowed is not None:
-            if not len(allowed):
-                return []
-            if len(allowed) <= EXACT_FILTER_MAX and self._hnsw:
-                vecs = np.vstack([self._index.reconstruct(int(i)) for i in allowed])
-                sims = vecs @ q[0]
-                order = np.argsort(-sims)[:k]
-                return self._clean(allowed[order].tolist(), sims[order])
-            selector = faiss.IDSelectorBatch(allowed)
-            params = faiss.SearchParameters()
-            params.sel = selector  # SWIG keeps no reference: `selector` must outlive the search
-        k = min(k, self._index.ntotal)
-        with _one_omp_thread(faiss):
-            scores, ids = self._index.search(q, k, params=params)
-        return self._clean(ids[0].tolist(), scores[0])
-
-    def _clean(self, ids: Sequence[int], scores: NDArray[np.float32]) -> list[tuple[int, float]]:
-        # FAISS pads with -1 and a damaged index could return anything: keep finite scores only.
-        return [(int(i), float(s)) for i, s in zip(ids, scores) if i >= 0 and np.isfinite(s)]
+        return self._vectors.search(vector, k, self._allowed(where))
 
     def keyword(self, query: str, where: SearchFilters | None = None) -> KeywordHits:
         """Every chunk ``where`` allows that holds a term of ``query``, with its BM25 (as FTS5 scores it).
@@ -239,24 +215,7 @@ class LocalStore:
         """The stored vectors of these chunk ids, in order."""
         if not ids:
             return np.zeros((0, self.manifest.embedding.dimension), dtype=np.float32)
-        return np.vstack([self._index.reconstruct(int(i)) for i in ids]).astype(np.float32)
-
-
-@contextmanager
-def _one_omp_thread(faiss: Any) -> Iterator[None]:
-    """Run this thread's FAISS calls on one OpenMP thread, then restore its setting.
-
-    One query is searched on one thread anyway (flat search splits the work by query, HNSW too);
-    the only parallel region left is IndexIDMap's relabelling of the k results, and waking a second
-    thread for it cost ~30 ms p50 on a busy 2-CPU machine against 0.8 ms without (benchmarks/run.py).
-    OpenMP's thread count belongs to the calling thread, so index builds elsewhere keep theirs.
-    """
-    threads = faiss.omp_get_max_threads()
-    faiss.omp_set_num_threads(1)
-    try:
-        yield
-    finally:
-        faiss.omp_set_num_threads(threads)
+        return self._vectors.vectors(ids)
 
 
 def _filter_sql(filters: SearchFilters) -> tuple[str, list[Any]]:
@@ -318,7 +277,7 @@ def open_store(folder: Path, manifest: Manifest, verify: bool = True, hashes: Fi
             index = faiss.read_index(index_fd.name)
         except Exception as e:  # faiss raises RuntimeError with C++ text for any corruption
             raise IndexMismatchError(f"{name}: {manifest.index} is not a readable FAISS index") from e
-        if manifest.vector_index.kind == "hnsw" and manifest.vector_index.ef_search:
+        if manifest.vector_index.kind in ("hnsw", "hnsw_sq") and manifest.vector_index.ef_search:
             hnsw: Any = faiss.downcast_index(index.index)
             hnsw.hnsw.efSearch = manifest.vector_index.ef_search
         db: sqlite3.Connection | None = None
@@ -343,7 +302,35 @@ def open_store(folder: Path, manifest: Manifest, verify: bool = True, hashes: Fi
             f"{name}: counts disagree (index {index.ntotal} vectors, database {n_chunks} chunks / "
             f"{n_docs} documents, manifest {manifest.counts.chunks} / {manifest.counts.documents})"
         )
-    return LocalStore(manifest, folder, index, pool, ids, postings, pages, hnsw=manifest.vector_index.kind == "hnsw")
+    try:
+        floats = _open_floats(folder, manifest, hashes, verify)
+        return LocalStore(
+            manifest, folder, index, pool, ids, postings, pages, manifest.vector_index.kind != "flat", floats
+        )
+    except BaseException:
+        pool.close()
+        raise
+
+
+def _open_floats(folder: Path, manifest: Manifest, hashes: FileHashes, verify: bool) -> VectorFile | None:
+    """The exact vectors of an hnsw_sq version, checked (checksum, then size against the counts).
+
+    Raises:
+        IndexMismatchError: they do not match.
+    """
+    if manifest.vectors is None:
+        return None
+    with _Opened(folder, manifest.vectors) as opened:
+        if verify and hashes.sha256_fd(opened.fd) != manifest.checksums.vectors:
+            raise IndexMismatchError(
+                f"{manifest.id}: {manifest.vectors} does not match its checksum; re-run `mcpower ingest`"
+            )
+        fd = os.dup(opened.fd)
+    try:
+        return VectorFile(fd, manifest.counts.chunks, manifest.embedding.dimension)
+    except ValueError as e:
+        os.close(fd)
+        raise IndexMismatchError(f"{manifest.id}: {manifest.vectors} is not the version's vectors ({e})") from e
 
 
 def _ascending_ids(index: Any, db: sqlite3.Connection) -> NDArray[np.int64]:

@@ -11,7 +11,6 @@ import logging
 import os
 import sqlite3
 import stat
-import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,12 +21,14 @@ from mcpower.checksums import FileHashes
 from mcpower.errors import IndexMismatchError, InvalidManifestError
 from mcpower.layout import resolve_inside
 from mcpower.manifest import DatasetInfo, Manifest
-from mcpower.results import SearchFilters, normalize_rel
+from mcpower.results import SearchFilters
 from mcpower.store import ChunkHit, ChunkRow, DocumentRow, DocumentSummary
 from mcpower.store.faiss_file import check_index_file
+from mcpower.store.local.filters import FilterCache
 from mcpower.store.local.fts import query_phrases
-from mcpower.store.local.keyword import COLUMN_WEIGHTS, KeywordHits, chunk_ids, combine, read_postings
+from mcpower.store.local.keyword import COLUMN_WEIGHTS, chunk_ids, read_postings_by_term
 from mcpower.store.local.pool import ConnectionPool
+from mcpower.store.local.postings import PostingsCache, RankedMatches, fts_postings, postings_of
 from mcpower.store.local.schema import (
     CHUNKS,
     DOCUMENTS,
@@ -44,10 +45,6 @@ if TYPE_CHECKING:
     from numpy.typing import NDArray
 
 logger = logging.getLogger(__name__)
-
-# Filters whose allowed chunks are remembered (a search asks for both candidate lists, and
-# clients repeat filters); each entry is one int64 per allowed chunk.
-FILTER_CACHE_SIZE = 16
 
 
 class LocalStore:
@@ -80,8 +77,8 @@ class LocalStore:
         self._postings = postings  # False for a database written before postings existed: FTS5 scores all
         self._pages = pages  # False for a database written before page columns existed: no pages
         self._hit_sql = hit_sql(pages)
-        self._lock = threading.Lock()  # guards the filter cache
-        self._allowed_cache: dict[SearchFilters, NDArray[np.int64]] = {}
+        self._filters = FilterCache(ids, self._db)  # the chunks each recent filter allows
+        self._postings_cache = PostingsCache()  # the common terms' long postings, once read
 
     @property
     def info(self) -> DatasetInfo:
@@ -101,10 +98,11 @@ class LocalStore:
         self, vector: NDArray[np.float32], k: int, where: SearchFilters | None = None
     ) -> list[tuple[int, float]]:
         """Up to ``k`` (chunk id, cosine) pairs, best first, among the chunks ``where`` allows."""
-        return self._vectors.search(vector, k, self._allowed(where))
+        return self._vectors.search(vector, k, self._filters.allowed(where))
 
-    def keyword(self, query: str, where: SearchFilters | None = None) -> KeywordHits:
-        """Every chunk ``where`` allows that holds a term of ``query``, with its BM25 (as FTS5 scores it).
+    def keyword(self, query: str, where: SearchFilters | None = None) -> RankedMatches:
+        """Every chunk ``where`` allows that holds a term of ``query``, with its BM25 (as FTS5 scores
+        it), scored as far as asked (postings.py: the top k by MaxScore, or given chunks' scores).
 
         Raises:
             IndexMismatchError: the postings do not fit the chunk table.
@@ -112,9 +110,10 @@ class LocalStore:
         phrases = query_phrases(query)
         single = [p.tokens[0] for p in phrases if self._postings and len(p.tokens) == 1]
         by_fts = [p.fts for p in phrases if not (self._postings and len(p.tokens) == 1)]
-        allowed = self._allowed(where)
+        allowed = self._filters.allowed(where)
+        known = {t: found for t in single if (found := self._postings_cache.get(t)) is not None}
         with self._db.connection() as db:
-            postings = read_postings(db, single)
+            blobs = read_postings_by_term(db, [t for t in dict.fromkeys(single) if t not in known])
             fts_scores = (
                 db.execute(
                     f"SELECT rowid, -bm25({FTS}, ?, ?, ?) FROM {FTS} WHERE {FTS} MATCH ?",
@@ -123,32 +122,17 @@ class LocalStore:
                 if by_fts
                 else []
             )
-        mask = None
-        if allowed is not None:
-            mask = np.zeros(len(self._ids), dtype=bool)
-            mask[np.searchsorted(self._ids, allowed)] = True
         try:
-            return combine(self._ids, postings, fts_scores, mask)
+            for term, pair in blobs.items():
+                known[term] = postings_of(pair, len(self._ids))
+                self._postings_cache.put(term, known[term])
+            lists = [known[t] for t in single if t in known]  # in query order, as combine() adds them
+            if fts_scores:
+                lists.append(fts_postings(self._ids, fts_scores))
         except ValueError as e:
             source = self.manifest.metadata if isinstance(self.manifest, Manifest) else "keyword index"
             raise IndexMismatchError(f"{self.id}: {source}: {e}; re-run `mcpower ingest`") from e
-
-    def _allowed(self, where: SearchFilters | None) -> NDArray[np.int64] | None:
-        """Ids of the chunks whose document passes ``where`` (None: no filter, all pass)."""
-        if where is None or not where.active:
-            return None
-        with self._lock:
-            cached = self._allowed_cache.get(where)
-        if cached is None:
-            sql, args = _filter_sql(where)
-            with self._db.connection() as db:
-                rows = db.execute(f"SELECT c.id FROM {CHUNKS} c JOIN {DOCUMENTS} d ON d.id = c.document_id {sql}", args)
-                cached = np.fromiter((i for (i,) in rows), dtype=np.int64)
-            with self._lock:
-                if len(self._allowed_cache) >= FILTER_CACHE_SIZE:
-                    self._allowed_cache.pop(next(iter(self._allowed_cache)))  # the oldest
-                self._allowed_cache[where] = cached
-        return cached
+        return RankedMatches(self._ids, lists, allowed.rows if allowed is not None else None)
 
     # -- lookups
 
@@ -216,23 +200,6 @@ class LocalStore:
         if not ids:
             return np.zeros((0, self.manifest.embedding.dimension), dtype=np.float32)
         return self._vectors.vectors(ids)
-
-
-def _filter_sql(filters: SearchFilters) -> tuple[str, list[Any]]:
-    clauses: list[str] = []
-    args: list[Any] = []
-    if filters.path:
-        clauses.append("d.path = ?")
-        args.append(normalize_rel(filters.path))
-    if filters.folder and normalize_rel(filters.folder):
-        folder = normalize_rel(filters.folder) + "/"
-        clauses.append("substr(d.path, 1, ?) = ?")
-        args += [len(folder), folder]
-    if filters.file_type:
-        ft = filters.file_type.lower()
-        clauses.append("d.file_type = ?")
-        args.append(ft if ft.startswith(".") else "." + ft)
-    return ("WHERE " + " AND ".join(clauses) if clauses else ""), args
 
 
 def open_store(folder: Path, manifest: Manifest, verify: bool = True, hashes: FileHashes | None = None) -> LocalStore:

@@ -26,6 +26,8 @@ import numpy as np
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
+    from mcpower.store.local.filters import Allowed
+
 VECTORS_FILE = "vectors.f32"
 # Rows written per block when the file is made: bounded memory whatever the dataset's size.
 WRITE_ROWS = 16384
@@ -152,8 +154,8 @@ class VectorSide:
             return self.floats.read(self.rows(ids))
         return np.vstack([self.index.reconstruct(int(i)) for i in ids]).astype(np.float32)
 
-    def search(self, vector: NDArray[np.float32], k: int, allowed: NDArray[np.int64] | None) -> list[tuple[int, float]]:
-        """Up to ``k`` (chunk id, cosine) pairs, best first, among ``allowed`` chunk ids (None: all)."""
+    def search(self, vector: NDArray[np.float32], k: int, allowed: Allowed | None) -> list[tuple[int, float]]:
+        """Up to ``k`` (chunk id, cosine) pairs, best first, among the ``allowed`` chunks (None: all)."""
         import faiss
 
         ntotal = int(self.index.ntotal)
@@ -165,10 +167,10 @@ class VectorSide:
             if not len(allowed):
                 return []
             if len(allowed) <= EXACT_FILTER_MAX and self.hnsw:
-                return self._exact(allowed, q[0], k)
-            selector = faiss.IDSelectorBatch(allowed)
+                return self._exact(allowed.ids, q[0], k)
+            selector = allowed.selector()  # kept by `allowed`: it must outlive the search (SWIG keeps no reference)
             params = faiss.SearchParameters()
-            params.sel = selector  # SWIG keeps no reference: `selector` must outlive the search
+            params.sel = selector
         wanted = min(k * RESCORE_FACTOR if self.floats is not None else k, ntotal)
         with one_omp_thread(faiss):
             scores, found = self.index.search(q, wanted, params=params)

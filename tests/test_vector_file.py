@@ -212,3 +212,39 @@ def test_a_forged_quantiser_is_refused_before_faiss_reads_it(root: Path, tmp_pat
             registry.store("quantised")
     finally:
         registry.close()
+
+
+class CountingEmbedder(FakeEmbedder):
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[int] = []
+
+    def embed_documents(self, texts, progress=None):  # type: ignore[no-untyped-def]
+        self.calls.append(len(texts))
+        return super().embed_documents(texts, progress)
+
+
+def test_ingest_embeds_in_bounded_blocks_with_the_same_result(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mcpower import assembly
+
+    src = root.parent / "src"
+    monkeypatch.setattr(assembly, "VECTOR_BLOCK", 7)
+    counting = CountingEmbedder()
+    ingest(src, tmp_path / "datasets", IngestOptions(dataset_id="exact"), embedder=counting)
+
+    assert counting.calls and max(counting.calls) <= 7  # never the whole dataset's texts at once
+    assert sum(counting.calls) == json.loads((root / "exact" / "manifest.json").read_text())["counts"]["chunks"]
+    whole = json.loads((root / "exact" / "manifest.json").read_text())
+    blocks = json.loads((tmp_path / "datasets" / "exact" / "manifest.json").read_text())
+    registry = registry_over(root)
+    other = registry_over(tmp_path / "datasets")
+    try:
+        a, b = registry.store("exact"), other.store("exact")
+        ids = [i for i, _ in a.semantic(FakeEmbedder().embed_query("pelican"), 40)]
+        assert np.array_equal(a.vectors(ids), b.vectors(ids))
+        assert whole["counts"] == blocks["counts"]
+    finally:
+        registry.close()
+        other.close()

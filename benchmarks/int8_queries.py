@@ -35,14 +35,13 @@ def evaluate_set(name: str, args: argparse.Namespace) -> dict[str, Any]:
 
     info, queries, qrels, _ = dataset_for(name, args)
     ds_id = info["id"]
-    int8 = load_embedder(backend="onnx-int8")
+    int8, fp32 = load_embedder(backend="onnx-int8"), load_embedder(backend="onnx")
     out: dict[str, Any] = {"dataset": ds_id, "chunks": info.get("chunks"), "modes": {}}
     registries = {
-        "fp32": Registry(args.datasets_dir, query_cache=0),
+        "fp32": Registry(args.datasets_dir, embedder_factory=lambda model: fp32, query_cache=0),
         "int8": Registry(args.datasets_dir, embedder_factory=lambda model: int8, query_cache=0),
     }
     try:
-        fp32 = registries["fp32"].embedder_for(registries["fp32"].store(ds_id).info)
         cosines = [float(np.dot(fp32.embed_query(q), int8.embed_query(q))) for q in queries.values()]
         out["query_cosine"] = {"mean": round(statistics.fmean(cosines), 4), "min": round(min(cosines), 4)}
         for mode in ("hybrid", "semantic"):

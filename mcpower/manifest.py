@@ -72,7 +72,10 @@ class ChunkingInfo(_Model):
 
 
 class VectorIndexInfo(_Model):
-    kind: Literal["flat", "hnsw"]
+    # flat: exact search; hnsw: an HNSW graph over the float vectors (versions built before hnsw_sq);
+    # hnsw_sq: an HNSW graph over 8-bit codes, its candidates re-scored with the exact vectors kept
+    # in the manifest's ``vectors`` file (store/local/vectors.py)
+    kind: Literal["flat", "hnsw", "hnsw_sq"]
     metric: Literal["inner_product"] = "inner_product"
     hnsw_m: int | None = Field(None, ge=4, le=256, strict=True)
     ef_search: int | None = Field(None, ge=1, le=4096, strict=True)
@@ -115,6 +118,7 @@ class Counts(_Model):
 class Checksums(_Model):
     index: str = Field(pattern=r"^[0-9a-f]{64}$")
     metadata: str = Field(pattern=r"^[0-9a-f]{64}$")
+    vectors: str | None = Field(None, pattern=r"^[0-9a-f]{64}$")  # the exact vectors of an hnsw_sq index
 
 
 # The source record is the only part of a manifest whose size the user chooses (folder path, globs):
@@ -208,13 +212,24 @@ class Manifest(DatasetInfo):
 
     index: str = Field(min_length=1, max_length=256)
     metadata: str = Field(min_length=1, max_length=256)
+    # The exact float32 vectors beside an hnsw_sq index (absent for the other kinds).
+    vectors: str | None = Field(None, min_length=1, max_length=256)
     vector_index: VectorIndexInfo
     checksums: Checksums
 
-    @field_validator("index", "metadata")
+    @field_validator("index", "metadata", "vectors")
     @classmethod
-    def _relative_inside(cls, v: str) -> str:
-        return relative_inside(v)
+    def _relative_inside(cls, v: str | None) -> str | None:
+        return None if v is None else relative_inside(v)
+
+    @model_validator(mode="after")
+    def _vectors_file(self) -> Manifest:
+        quantised = self.vector_index.kind == "hnsw_sq"
+        if quantised != (self.vectors is not None) or quantised != (self.checksums.vectors is not None):
+            raise ValueError(
+                "vectors and checksums.vectors name the exact vectors of an hnsw_sq index, and only of one"
+            )
+        return self
 
     def to_json(self) -> str:
         """The manifest as written to disk, its keys in the order they have always had."""
@@ -222,6 +237,9 @@ class Manifest(DatasetInfo):
         for key in ("source", "analysis"):
             if data.get(key) is None:
                 data.pop(key, None)  # as manifests were written before the field existed
+        if data.get("vectors") is None:  # the same for the vectors file of an hnsw_sq index
+            data.pop("vectors", None)
+            data["checksums"].pop("vectors", None)
         ordered = {key: data.pop(key) for key in _KEY_ORDER if key in data}
         return json.dumps({**ordered, **data}, ensure_ascii=False, indent=2) + "\n"
 
@@ -229,7 +247,7 @@ class Manifest(DatasetInfo):
 # Keys in the order manifests were first written with (the Manifest fields follow DatasetInfo's in
 # the model, which would move index and metadata down).
 _KEY_ORDER = (
-    *("schemaVersion", "id", "name", "description", "index", "metadata", "defaultTopK", "embedding"),
+    *("schemaVersion", "id", "name", "description", "index", "metadata", "vectors", "defaultTopK", "embedding"),
     *("chunking", "vectorIndex", "fingerprint", "counts", "checksums", "createdAt", "updatedAt", "mcpowerVersion"),
 )
 

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_MODEL",
     "QUERY_BACKEND",
+    "QUERY_BACKEND_OTHER_MODELS",
     "Embedder",
     "ModelSpec",
     "ProgressFn",
@@ -43,6 +44,7 @@ __all__ = [
     "is_allowed",
     "load_embedder",
     "load_query_embedder",
+    "query_backend",
     "resolve_model",
 ]
 
@@ -54,8 +56,17 @@ env.disable_telemetry()
 # Queries are embedded with ONNX fp32 whatever backend embedded the documents: fp32 gives torch's
 # vectors, and an int8 dataset queried in fp32 keeps its cosines on the scale hybrid fusion was
 # tuned for (SciFact hybrid nDCG@10: fp32 dataset 0.7380; int8 dataset 0.7374 with fp32 queries,
-# 0.7288 with int8 queries), for ~2 ms more a query.
+# 0.7288 with int8 queries). The int8 export would embed a query in ~0.6x the time
+# (benchmarks/query_embed.py), but its query vectors against fp32 documents lost 0.0074 hybrid
+# nDCG@10 on the FastAPI docs (Click +0.0003, Jinja -0.0038, Flask -0.0007:
+# benchmarks/int8_queries.py, docs/benchmarks.md), over issue 30's bar of 0.005: queries stay fp32.
 QUERY_BACKEND = "onnx"
+QUERY_BACKEND_OTHER_MODELS = "onnx"
+
+
+def query_backend(model: str) -> str:
+    """The backend that embeds the queries of datasets built with ``model`` (the same weights)."""
+    return QUERY_BACKEND if is_packaged(model) else QUERY_BACKEND_OTHER_MODELS
 
 
 class Embedder(Protocol):
@@ -119,7 +130,8 @@ def is_allowed(model: str, allowed: Collection[str]) -> bool:
 
 
 def load_query_embedder(model: str, cache_dir: Path | None = None, allowed: Collection[str] = ()) -> Embedder:
-    """The embedder that turns queries for datasets of ``model`` into vectors (QUERY_BACKEND).
+    """The embedder that turns queries for datasets of ``model`` into vectors (:func:`query_backend`),
+    falling back to fp32 ONNX, then torch, where a backend cannot be had (same weights, slower).
 
     Raises:
         EmbeddingModelError: the model is not allowed here (:func:`is_allowed`), or cannot be loaded
@@ -130,13 +142,13 @@ def load_query_embedder(model: str, cache_dir: Path | None = None, allowed: Coll
             f"model {model[:100]!r} is not one this server may load; if you trust it, allow it with "
             "MCPOWER_ALLOWED_MODELS (a comma-separated list of model names or absolute folders)"
         )
-    try:
-        return load_embedder(model, QUERY_BACKEND, cache_dir)
-    except EmbeddingModelError:
-        if QUERY_BACKEND == "onnx":  # no ONNX export possible: torch gives the same vectors, only slower
-            logger.warning("ONNX backend unavailable for %s; falling back to torch", model)
-            return load_embedder(model, "torch", cache_dir)
-        raise
+    chain = list(dict.fromkeys([query_backend(model), "onnx", "torch"]))
+    for backend in chain[:-1]:
+        try:
+            return load_embedder(model, backend, cache_dir)
+        except EmbeddingModelError as e:
+            logger.warning("%s backend unavailable for %s (%s); falling back", backend, model, e.message)
+    return load_embedder(model, chain[-1], cache_dir)
 
 
 def check_compatible(embedder: Embedder, info: DatasetInfo) -> None:

@@ -53,7 +53,7 @@ async def test_the_authenticated_user_is_in_the_scope() -> None:
     assert response.text == "token"  # the single token's caller name
     user = seen.scopes[0]["user"]
     assert isinstance(user, AuthenticatedUser) and user.access_token.client_id == "token"
-    assert seen.scopes[0]["auth"].scopes == ["mcpower:read"]
+    assert seen.scopes[0]["auth"].scopes == ["mcpower:read", "mcpower:metrics"]  # the operator's
 
 
 async def test_open_paths_carry_the_user_when_a_good_token_is_sent_and_no_user_otherwise() -> None:

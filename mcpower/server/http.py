@@ -22,6 +22,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -29,6 +30,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any, Literal
 
 import uvicorn
+from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import TokenVerifier
 from starlette.requests import Request
@@ -45,12 +47,12 @@ from mcpower.server.auth.access import (
     WILDCARD_ADDRESSES,
     HostCheck,
     StaticTokenVerifier,
-    auth_settings,
     check_exposure,
     transport_security,
 )
-from mcpower.server.auth.callers import caller_from_scope, caller_of, visible
-from mcpower.server.auth.gate import BODY_TIMEOUT_S, Gate
+from mcpower.server.auth.attempts import FailedAttempts
+from mcpower.server.auth.callers import METRICS_SCOPE, caller_from_scope, caller_of, visible
+from mcpower.server.auth.gate import BODY_TIMEOUT_S, Admitted, Gate
 from mcpower.server.auth.ratelimit import RateLimit, RateLimits
 from mcpower.server.auth.verifiers import NamedTokenVerifier, one_verifier
 from mcpower.server.connections import DRAIN_TIMEOUT_S, HEADER_TIMEOUT_S, MAX_CONNECTIONS, GuardedH11Protocol
@@ -95,6 +97,8 @@ class HttpOptions:
     audit_queries: bool = False
     # One more verifier of callers' tokens, tried first (tests and benchmarks: callers of their own).
     verifier: TokenVerifier | None = None
+    # The clock sign-in sessions and failed attempts run on (wall-clock seconds); tests move it.
+    clock: Callable[[], float] = time.time
     # Deadlines (connections.py, auth/gate.py); not settings, but tests shorten them.
     header_timeout: float = HEADER_TIMEOUT_S
     body_timeout: float = BODY_TIMEOUT_S
@@ -173,13 +177,14 @@ def create_http_app(
             extra={"event": "http.oauth", "issuer": options.oauth.issuer, "resource_metadata": resource_metadata},
         )
     verifier = one_verifier(verifiers)
-    auth: dict[str, Any] = {}
-    if verifier is not None:
-        auth = {"token_verifier": verifier, "auth": auth_settings()}
+    # The gate is the one check of credentials: the SDK gets no verifier (it would check each /mcp
+    # request again, and know nothing of the web pages' sessions); AuthContextMiddleware below hands
+    # the gate's caller to the tools.
+    attempts = FailedAttempts(clock=options.clock) if verifier is not None else None
     if metrics is None and options.metrics:
         metrics = new_metrics(registry, tool_names)
     audit = AuditLog(options.audit_queries, observer=metrics.tool_call if metrics is not None else None)
-    server = create_server(registry, tool_names, threads=options.threads, audit=audit, **auth)
+    server = create_server(registry, tool_names, threads=options.threads, audit=audit)
     server.middleware.append(TimeLimit(options.call_timeout))
 
     async def healthz(request: Request) -> Response:
@@ -196,16 +201,19 @@ def create_http_app(
         server.custom_route(path, methods=["GET"])(metadata)
     door, open_paths, search_pages = None, [HEALTH_PATH, *metadata_paths], []
     if options.web:
+        from mcpower.server.auth.logins import PageSessions
         from mcpower.web import OPEN_PATHS, SEARCH_PATH, SecurityHeaders, web_routes  # only here: never for stdio
 
         search_pages = [SEARCH_PATH]
-
-        routes, door = web_routes(server, registry, verifier, options.call_timeout)
+        sessions = PageSessions(verifier, clock=options.clock) if verifier is not None else None
+        routes, door = web_routes(server, registry, verifier, options.call_timeout, sessions, attempts)
         for route in routes:
             server.custom_route(route.path, methods=sorted(route.methods or ()))(route.endpoint)
         open_paths += OPEN_PATHS
-    if metrics is not None:  # behind the token, as /mcp is (Gate)
+    scoped_paths = {}
+    if metrics is not None:  # behind a token with the metrics scope (Gate)
         server.custom_route(METRICS_PATH, methods=["GET"])(metrics.endpoint)
+        scoped_paths[METRICS_PATH] = METRICS_SCOPE
 
     app = server.streamable_http_app(
         streamable_http_path=MCP_PATH,
@@ -217,10 +225,12 @@ def create_http_app(
         transport_security=security,
     )
     served: ASGIApp = app
+    if verifier is not None:  # the caller the gate named, for the tools (current_caller); no request without one
+        served = AuthContextMiddleware(Admitted(app, open_paths))
     if jwt_verifier is not None:  # the issuer's keys fetched once at start: a mistyped issuer shows at once
         from mcpower.server.auth.oauth import IssuerCheck
 
-        served = IssuerCheck(app, jwt_verifier)
+        served = IssuerCheck(served, jwt_verifier)
     room = SessionRoom(served, server.session_manager, options.max_sessions, MCP_PATH)
     if metrics is not None:
         metrics.sessions = room.open_sessions
@@ -244,8 +254,10 @@ def create_http_app(
         max_body_bytes=options.max_body_bytes,
         body_timeout=options.body_timeout,
         open_paths=open_paths,
+        scoped_paths=scoped_paths,
         resource_metadata=resource_metadata,
         door=door,
+        attempts=attempts,
     )
     if door is not None:  # every answer but /mcp's carries the pages' security headers (CSP ...)
         return server, SecurityHeaders(gate, MCP_PATH)

@@ -292,6 +292,17 @@ async def test_a_good_token_without_mcpower_scope_gets_403_insufficient_scope(
             assert (await h.get("/healthz")).json() == {"status": "ok"}
 
 
+async def test_the_metrics_scope_reads_metrics_and_a_read_scope_does_not(registry: Registry, issuer: Issuer) -> None:
+    async with serving(registry, oauth_options(issuer)) as app:
+        async with http(app, issuer.mint(scope="mcpower:metrics")) as h:  # a scraper's client: metrics only
+            assert (await h.get("/metrics")).status_code == 200
+            assert (await h.post("/mcp", json=INITIALIZE, headers=MCP_HEADERS)).status_code == 403
+        async with http(app, issuer.mint(scope="mcpower:read")) as h:  # every dataset, but not the metrics
+            refused = await h.get("/metrics")
+            assert refused.status_code == 403 and challenge(refused)["scope"] == "mcpower:metrics"
+            assert (await h.post("/mcp", json=INITIALIZE, headers=MCP_HEADERS)).status_code == 200
+
+
 # ---------------------------------------------------------------- keys: rotation, limits, failures
 
 

@@ -111,9 +111,22 @@ class Settings(BaseModel):
     http_max_body_mb: float = Field(4.0, gt=0, le=1024, description="largest request body accepted")
     http_call_timeout: float = Field(60.0, gt=0, description="seconds a request may take before it is answered TIMEOUT")
     http_max_sessions: int = Field(100, ge=1, description="open MCP sessions at once; more get 503")
+    http_max_sessions_per_caller: int | None = Field(
+        None, ge=1, description="open MCP sessions each caller may hold (default: a quarter of the cap)"
+    )
+    http_max_streams_per_caller: int | None = Field(
+        None, ge=1, description="streams each caller may hold open (default: its session share)"
+    )
     http_session_idle: float = Field(1800.0, gt=0, description="seconds an idle session is kept")
     http_max_connections: int = Field(
         DEFAULT_HTTP_MAX_CONNECTIONS, ge=1, le=65536, description="open connections at once; more are closed unread"
+    )
+    http_max_connections_per_address: int | None = Field(
+        None, ge=1, le=65536, description="open connections from one client address (default: a quarter of the cap)"
+    )
+    http_trusted_proxies: list[str] = Field(
+        default_factory=list,
+        description="reverse proxies (addresses or networks, comma-separated) whose X-Forwarded-For names the client",
     )
     # Fairness between callers (server/auth/ratelimit.py; docs/team.md): an agent makes a few calls a
     # second at its busiest, a runaway loop hundreds.
@@ -127,7 +140,7 @@ class Settings(BaseModel):
     audit_log: Path | None = Field(None, description="also append the audit log's lines to this file")
     web: bool = Field(True, description="serve --http: the web pages for people at / (docs/web.md)")
 
-    @field_validator("allow_origins", "allow_hosts", mode="before")
+    @field_validator("allow_origins", "allow_hosts", "http_trusted_proxies", mode="before")
     @classmethod
     def _comma_separated(cls, v: object) -> object:
         return [part.strip() for part in v.split(",") if part.strip()] if isinstance(v, str) else v

@@ -63,6 +63,8 @@ def http_options(s: Settings) -> HttpOptions:
         max_body_bytes=int(s.http_max_body_mb * 1024 * 1024),
         call_timeout=s.http_call_timeout,
         max_sessions=s.http_max_sessions,
+        max_sessions_per_caller=s.http_max_sessions_per_caller,
+        max_streams_per_caller=s.http_max_streams_per_caller,
         session_idle=s.http_session_idle,
         threads=s.worker_threads,
         max_connections=s.http_max_connections,

@@ -51,7 +51,7 @@ from mcpower.server.auth.access import (
     transport_security,
 )
 from mcpower.server.auth.attempts import FailedAttempts
-from mcpower.server.auth.callers import METRICS_SCOPE, caller_from_scope, caller_of, visible
+from mcpower.server.auth.callers import LOCAL, METRICS_SCOPE, OPERATOR, caller_from_scope, caller_of, visible
 from mcpower.server.auth.gate import BODY_TIMEOUT_S, Admitted, Gate
 from mcpower.server.auth.ratelimit import RateLimit, RateLimits
 from mcpower.server.auth.verifiers import NamedTokenVerifier, one_verifier
@@ -89,6 +89,10 @@ class HttpOptions:
     max_body_bytes: int = 4 * 1024 * 1024
     call_timeout: float = 60.0
     max_sessions: int = 100
+    # Each caller's share of the sessions and of the streams held open (None: a quarter of
+    # max_sessions; streams: the session share); local and the operator's token have the whole cap.
+    max_sessions_per_caller: int | None = None
+    max_streams_per_caller: int | None = None
     session_idle: float = 1800.0
     threads: int = DEFAULT_WORKER_THREADS
     max_connections: int = MAX_CONNECTIONS
@@ -109,6 +113,16 @@ class HttpOptions:
     @property
     def url(self) -> str:
         return mcp_url(self.host, self.port)
+
+    @property
+    def session_share(self) -> int:
+        """The sessions one caller may hold open."""
+        return min(self.max_sessions, self.max_sessions_per_caller or max(1, self.max_sessions // 4))
+
+    @property
+    def stream_share(self) -> int:
+        """The streams (GET, subscriptions/listen) one caller may hold open."""
+        return self.max_streams_per_caller or self.session_share
 
 
 def mcp_url(host: str, port: int) -> str:
@@ -231,7 +245,15 @@ def create_http_app(
         from mcpower.server.auth.oauth import IssuerCheck
 
         served = IssuerCheck(served, jwt_verifier)
-    room = SessionRoom(served, server.session_manager, options.max_sessions, MCP_PATH)
+    room = SessionRoom(
+        served,
+        server.session_manager,
+        options.max_sessions,
+        MCP_PATH,
+        per_caller=options.session_share,
+        streams_per_caller=options.stream_share,
+        unshared=[LOCAL.name, OPERATOR],  # every client of a server without tokens; the operator's token
+    )
     if metrics is not None:
         metrics.sessions = room.open_sessions
     limited: ASGIApp = room

@@ -49,6 +49,7 @@ from mcpower.server.auth.access import (
     StaticTokenVerifier,
     check_exposure,
     transport_security,
+    trusted_networks,
 )
 from mcpower.server.auth.attempts import FailedAttempts
 from mcpower.server.auth.callers import LOCAL, METRICS_SCOPE, OPERATOR, caller_from_scope, caller_of, visible
@@ -96,6 +97,11 @@ class HttpOptions:
     session_idle: float = 1800.0
     threads: int = DEFAULT_WORKER_THREADS
     max_connections: int = MAX_CONNECTIONS
+    # One client address's share of the connections (None: a quarter of max_connections).
+    max_connections_per_address: int | None = None
+    # Reverse proxies (addresses, networks): their connections have no share of their own, and the
+    # client address their X-Forwarded-For names is the one limits and logs use; none: it is ignored.
+    trusted_proxies: list[str] = field(default_factory=list)
     rate_limits: RateLimits = field(default_factory=RateLimits)
     metrics: bool = True
     audit_queries: bool = False
@@ -113,6 +119,12 @@ class HttpOptions:
     @property
     def url(self) -> str:
         return mcp_url(self.host, self.port)
+
+    @property
+    def connection_share(self) -> int:
+        """The connections one client address may hold open."""
+        limit = self.max_connections_per_address or max(1, self.max_connections // 4)
+        return min(self.max_connections, limit)
 
     @property
     def session_share(self) -> int:
@@ -348,10 +360,17 @@ class _Uvicorn(uvicorn.Server):
 def http_server(app: ASGIApp, options: HttpOptions) -> uvicorn.Server:
     """The uvicorn server for ``app`` (from :func:`create_http_app`) with the connection limits of
     ``options``; ``run(sockets=[bind(...)])`` serves it."""
-    protocol = GuardedH11Protocol.configured(options.header_timeout, options.drain_timeout, options.max_connections)
+    trusted = trusted_networks(options.trusted_proxies)
+    protocol = GuardedH11Protocol.configured(
+        options.header_timeout, options.drain_timeout, options.max_connections, options.connection_share, trusted
+    )
     config = uvicorn.Config(
         app,
         http=protocol,
+        # X-Forwarded-For names the client only when a trusted proxy sends it (uvicorn would trust any
+        # loopback client's, or FORWARDED_ALLOW_IPS from the environment): a client could pick its address.
+        proxy_headers=bool(trusted),
+        forwarded_allow_ips=[str(n) for n in trusted] or [],
         ws="none",  # no WebSocket routes; an upgrade would leave the guarded protocol
         lifespan="on",
         # uvicorn's own bound, on connections or requests at once (503 past it): one above the

@@ -62,6 +62,38 @@ def peer_key(host: str) -> str:
     return str(ip)
 
 
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def trusted_networks(values: list[str]) -> list[Network]:
+    """The reverse proxies ``MCPOWER_HTTP_TRUSTED_PROXIES`` names, as networks (an address is a /32 or /128).
+
+    Raises:
+        McpowerError: a value that is neither an address nor a network.
+    """
+    networks = []
+    for value in values:
+        try:
+            networks.append(ipaddress.ip_network(value.strip("[]"), strict=False))
+        except ValueError:
+            raise McpowerError(
+                f"MCPOWER_HTTP_TRUSTED_PROXIES: {value[:80]!r} is not an address or a network; "
+                "give your reverse proxies' addresses, e.g. 127.0.0.1 or 10.0.0.0/8"
+            ) from None
+    return networks
+
+
+def in_networks(host: str, networks: list[Network]) -> bool:
+    """Whether ``host`` (an address) is in one of ``networks``."""
+    try:
+        ip = ipaddress.ip_address(host.strip("[]").partition("%")[0])
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return any(ip in network for network in networks)
+
+
 def host_name(value: str) -> str | None:
     """The host of a ``Host`` header value without its port (``kb.lan:8765`` -> ``kb.lan``), if it is one."""
     address = _parse_address(value)

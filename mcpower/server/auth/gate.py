@@ -234,10 +234,9 @@ class Gate:
         path = scope["path"]
         verdict: AccessToken | Refusal | None = None
         authorization = headers.get("authorization")
-        bearer = authorization is not None and authorization[:7].lower() == "bearer "
-        if bearer:
-            assert authorization is not None
-            judged = await self._bearer(scope, authorization[7:].strip())
+        scheme, _, credential = (authorization or "").strip().partition(" ")
+        if scheme.lower() == "bearer":
+            judged = await self._bearer(scope, credential.strip())
             if isinstance(judged, Response):
                 return judged
             verdict = judged

@@ -135,7 +135,7 @@ class Settings(BaseModel):
     )
     http_rate_burst: int = Field(100, ge=1, description="requests each caller may make at once, above the rate")
     http_max_searches: int = Field(16, ge=0, description="searches each caller may have running at once (0: no limit)")
-    http_metrics: bool = Field(True, description="serve Prometheus metrics at /metrics (behind the token)")
+    http_metrics: bool = Field(True, description="serve Prometheus metrics at /metrics (to a metrics-scoped token)")
     audit_queries: bool = Field(False, description="write each query's text into the audit log")
     audit_log: Path | None = Field(None, description="also append the audit log's lines to this file")
     web: bool = Field(True, description="serve --http: the web pages for people at / (docs/web.md)")

@@ -244,3 +244,18 @@ def test_the_attempts_table_is_bounded_and_counts_ipv6_by_its_64() -> None:
     clock.now += 1000  # refilled entries are forgotten as others come
     attempts.failed("198.51.100.1")
     assert len(attempts) == 1
+
+
+async def test_a_proxys_basic_header_leaves_the_session_in_charge_and_a_metrics_token_cannot_sign_in(
+    registry: Registry, tmp_path: Path
+) -> None:
+    prom = "mcpw_prom-secret-0123456789abcdefghijklmnopq"
+    tokens_file = tmp_path / "tokens.json"
+    write_tokens(tokens_file, [NamedToken("prom", digest(prom), (), datetime.now(timezone.utc), metrics=True)])
+    async with serving(registry, Clock(), tokens_file=tokens_file) as app, client(app) as h:
+        jar = await sign_in(h, TOKEN)
+        basic = {**jar, "Authorization": "Basic dXNlcjpwYXNzd29yZA=="}  # a proxy's own sign-in, passed on
+        assert (await h.get("/", headers=basic)).status_code == 200
+        refused = await h.post("/login", data={"token": prom, "next": "/"}, headers={"Origin": BASE})
+        assert refused.status_code == 403 and "set-cookie" not in refused.headers
+        assert "reads no dataset" in refused.text

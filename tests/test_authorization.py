@@ -69,13 +69,13 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[HttpServer
         tokens.append(NamedToken(name, digest(secrets[name]), ("*",), now - timedelta(days=1), expires))
         if name in PATTERNS:
             tokens[-1] = NamedToken(name, digest(secrets[name]), tuple(PATTERNS[name]), now)
+    secrets["prom"] = new_secret()  # a scraper's (token add prom --metrics): /metrics, no dataset
+    tokens.append(NamedToken("prom", digest(secrets["prom"]), (), now, metrics=True))
     tokens_file = root / "tokens.json"
     write_tokens(tokens_file, tokens)
     srv = HttpServer(write_http_launcher(root), datasets, "--tokens-file", str(tokens_file))
     try:
         mcpower("token", "revoke", "revoked", "--tokens-file", str(tokens_file))  # while it runs
-        scraper = mcpower("token", "add", "prom", "--metrics", "--tokens-file", str(tokens_file))
-        secrets["prom"] = scraper.stdout.strip()  # a scraper's token: /metrics, no dataset
         yield srv, secrets, tokens_file
     finally:
         srv.stop()

@@ -81,10 +81,10 @@ def test_list_columns_line_up_whatever_the_tokens(tmp_path: Path) -> None:
     name or a metrics-only token shift nothing (28.6)."""
     tokens_file = tmp_path / "tokens.json"
     now = datetime.now(timezone.utc)
-    invoke("token", "add", "alice", "-d", "eng-*", "--expires", "30d", "--tokens-file", tokens_file)
-    invoke("token", "add", "prometheus-scraper-of-the-ops-team", "--metrics", "--tokens-file", tokens_file)
+    alice = NamedToken("alice", digest("a" * 40), ("eng-*",), now, now + timedelta(days=30))
+    scraper = NamedToken("prometheus-scraper-of-the-ops-team", digest("p" * 40), (), now, metrics=True)
     old = NamedToken("old", digest("x" * 40), ("docs", "hr-*"), now - timedelta(days=9), now - timedelta(hours=1))
-    write_tokens(tokens_file, [*read_tokens(tokens_file), old])
+    write_tokens(tokens_file, [alice, scraper, old])
     lines = invoke("token", "list", "--tokens-file", tokens_file).stdout.splitlines()
     assert len(lines) == 4
     header = lines[0]

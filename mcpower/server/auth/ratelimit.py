@@ -1,6 +1,6 @@
 """Fairness between callers: a request rate and a number of searches in flight, per caller name.
 
-Each caller (``callers.Caller.name``: the token's name, an OAuth client or subject, ``local``
+Each caller (``callers.Caller.name``: a named token's name, ``oauth:<subject>``, ``token``, ``local``
 without authentication) has a token bucket: ``rate`` requests a second on average, ``burst`` at
 once. It also has at most ``max_searches`` search calls in flight. A request over either limit is
 answered with ``429 Too Many Requests``, a ``Retry-After`` in whole seconds and a JSON-RPC error

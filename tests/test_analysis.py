@@ -4,6 +4,7 @@ exact against FTS5's bm25(), and datasets built before it searched as they alway
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import shutil
@@ -351,3 +352,40 @@ def test_the_web_marks_stems_and_cjk_words_whole_and_old_datasets_as_before() ->
     assert german == "Die fertigen <mark>Pakete</mark> werden in das &lt;<mark>Archiv</mark>&gt; hochgeladen"
     assert chinese == "<mark>硬链接</mark>与<mark>符号链接</mark>的<mark>区别</mark>在于"
     assert "<mark>" not in legacy  # whole words only, as FTS5's words were marked
+
+
+# ---------------------------------------------------------------- chunks of CJK text
+
+
+def per_character(texts: object) -> list[int]:
+    return [len(t) for t in texts]  # type: ignore[attr-defined]
+
+
+def test_a_cjk_chapter_title_alone_is_not_a_chunk() -> None:
+    from mcpower.chunking import chunk_document
+
+    # The chapter's body is its title again, as Debian's HTML manuals print it above the sections:
+    # 12 characters, which counted as 12 words and made a chunk of its own.
+    page = (
+        "# 第6章\n\n第6章 パッケージのビルド\n\n## 6.1. 完全な（再）ビルド\n\n"
+        + "パッケージを完全にビルドするには、次のコマンドを実行します。" * 3
+        + "\n"
+    )
+    chunks = chunk_document(page, ".md", "build.md", per_character, 250, 32).chunks
+
+    assert len(chunks) == 1 and "パッケージのビルド" in chunks[0].text and "コマンド" in chunks[0].text
+
+
+def test_a_long_cjk_paragraph_is_cut_between_sentences_with_overlap_and_no_added_spaces() -> None:
+    from mcpower.chunking import chunk_document
+
+    sentences = [f"第{i}の文は" + "硬链接と符号链接" * (i % 3 + 1) + "について説明します。" for i in range(40)]
+    paragraph = "".join(sentences)
+    chunks = chunk_document(f"# 説明\n\n{paragraph}\n", ".md", "p.md", per_character, 160, 60).chunks
+
+    assert len(chunks) > 3
+    for chunk in chunks:
+        body = chunk.text.removeprefix("# 説明\n\n")
+        assert body in paragraph and body.endswith("。") and body.startswith("第")  # whole sentences
+    for a, b in itertools.pairwise(chunks):
+        assert a.text.rsplit("第", 1)[-1] in b.text  # the last sentence of one starts the next

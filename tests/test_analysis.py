@@ -12,10 +12,12 @@ import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 from conftest import FakeEmbedder, write_files
+from milvus_fixtures import needs_milvus
 from typer.testing import CliRunner
 
 from mcpower.analysis import index_terms, query_terms, snippet_terms
@@ -389,3 +391,31 @@ def test_a_long_cjk_paragraph_is_cut_between_sentences_with_overlap_and_no_added
         assert body in paragraph and body.endswith("。") and body.startswith("第")  # whole sentences
     for a, b in itertools.pairwise(chunks):
         assert a.text.rsplit("第", 1)[-1] in b.text  # the last sentence of one starts the next
+
+
+@needs_milvus
+def test_milvus_keyword_search_uses_the_same_analysis_and_finds_what_the_local_store_finds(
+    milvus_catalog: Any, books: tuple[Path, Registry]
+) -> None:
+    _, local = books
+    ingest(LEGACY / "source", milvus_catalog, IngestOptions(dataset_id="books"), embedder=FakeEmbedder())
+    milvus = Registry(catalogs=[milvus_catalog], embedder_factory=lambda model: FakeEmbedder())
+    queries = [
+        "硬链接和符号链接有什么区别",
+        "フリーズしたプログラムを強制終了する",
+        "Welche Abhängigkeit fehlt beim Bauen?",
+        "vérifier la dépendance",
+        "symbolic link target renamed",
+        "软件包签名",
+    ]
+
+    def tops(registry: Registry) -> list[tuple[str, str]]:
+        return [
+            (r.path, r.heading_path)
+            for q in queries
+            for r in search(registry, q, "books", mode="keyword", top_k=1, group="none").results
+        ]
+
+    found = tops(milvus)
+    milvus.close()
+    assert found == tops(local) and len(found) == len(queries)

@@ -28,9 +28,11 @@ translation's questions on the English book; ``all``: every pair; ``none``):
     p95 ms       the search's wall time, 95th percentile over the row's questions
 
 Markdown tables go to stdout, everything (per question: the sections and results) to ``--out``
-(default benchmarks/results/languages.json). ``--coverage-only`` ingests and maps every stored chunk to
-its section without running a search: the check to run on the held-out set (``--set heldout``), whose
-rankings are for the integrator alone (it asks for ``--confirm-heldout``).
+(default benchmarks/results/languages.json). ``--coverage-only`` neither ingests nor searches: it reads
+each page with mcpower's own reader and maps every line of the text a dataset would store to its
+section (how much maps through an exact heading path, which judged sections nothing reaches), and
+says how much of each translation is still English. It is the check to run on the held-out set
+(``--set heldout``), whose rankings are for the integrator alone (they need ``--confirm-heldout``).
 """
 
 from __future__ import annotations
@@ -62,7 +64,9 @@ from suite.langsets import (
     mrr,
     ndcg,
     parse_book,
+    reader_coverage,
     unique,
+    untranslated_share,
 )
 from suite.report import REPO, environment, lat_stats, load_avg, note
 
@@ -146,6 +150,15 @@ def ensure_dataset(book: Book, lang: str, args: argparse.Namespace) -> dict[str,
     return {**facts, "reused": False}
 
 
+def translation_facts(book: Book, lang: str, args: argparse.Namespace, qset: QuestionSet) -> dict[str, Any] | None:
+    """How much of the book in ``lang`` is still English, and which judged sections are."""
+    if lang == "en":
+        return None
+    english = book.page_files("en", args.doc_roots.get((book.name, "en")))
+    translated = book.page_files(lang, args.doc_roots.get((book.name, lang)))
+    return untranslated_share(english, translated, book, lang, qset.judged_keys()) if english else None
+
+
 def chunk_coverage(registry: Any, ds_id: str, mapper: SectionMapper, qset: QuestionSet) -> dict[str, Any]:
     """Every stored chunk mapped to its section: how many map through an exact heading path, and the
     judged sections no chunk maps to (questions that cannot reach a full score)."""
@@ -212,7 +225,7 @@ def main() -> None:
     ap.add_argument("--cache", type=Path, default=CACHE, help=f"page copies and datasets (default {CACHE})")
     ap.add_argument("--out", type=Path, help="JSON results (default benchmarks/results/languages[-heldout].json)")
     ap.add_argument("--doc-root", action="append", default=[], help="BOOK:LANG=PATH, another copy of a book's pages")
-    ap.add_argument("--coverage-only", action="store_true", help="ingest and map chunks to sections; no searches")
+    ap.add_argument("--coverage-only", action="store_true", help="map each page's text to sections; no ingest, no search")
     ap.add_argument("--confirm-heldout", action="store_true", help="run searches on the held-out set (integrator)")
     args = ap.parse_args()
     if args.set == "heldout" and not (args.coverage_only or args.confirm_heldout):
@@ -246,12 +259,45 @@ def main() -> None:
     run(args, books, qsets, rows)
 
 
+def coverage_only(
+    args: argparse.Namespace, books: dict[str, Book], qsets: dict[str, QuestionSet], rows: list[tuple[str, str, str]]
+) -> None:
+    """Every book's pages read by mcpower's reader and mapped to sections: no ingest, no search."""
+    report: dict[str, Any] = {}
+    failed = False
+    for name, lang in dict.fromkeys((n, b) for n, _, b in rows):
+        book = books[name]
+        src = book.page_files(lang, args.doc_roots.get((name, lang)))
+        corpus = copy_pages(src, args.cache / "corpora" / args.set / name / lang)
+        pages = parse_book(book, lang, corpus)
+        missing = missing_sections(qsets[name], pages)
+        cov = reader_coverage(book, lang, corpus, pages, qsets[name])
+        translation = translation_facts(book, lang, args, qsets[name])
+        report[f"{name}|{lang}"] = {"pages": len(src), "missing": missing, **cov, "translation": translation}
+        failed |= bool(missing or cov["judged_unreached"])
+        left = f", {translation['share']:.1%} of its prose still English" if translation else ""
+        print(
+            f"{name} ({lang}): {len(src)} pages, {cov['lines']} lines, {cov['exact']:.1%} mapped by exact heading "
+            f"path; judged sections missing: {missing or 'none'}; reached by no line: {cov['judged_unreached'] or 'none'}"
+            f"{left}"
+        )
+    out = args.out or REPO / "benchmarks" / "results" / f"languages-coverage-{args.set}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"code": code_version(), "set": args.set, "coverage": report}, indent=1) + "\n")
+    note(f"wrote {out}")
+    if failed:
+        raise SystemExit(1)
+
+
 def run(
     args: argparse.Namespace, books: dict[str, Book], qsets: dict[str, QuestionSet], rows: list[tuple[str, str, str]]
 ) -> None:
     from mcpower.registry import Registry
 
     started = time.perf_counter()
+    if args.coverage_only:
+        coverage_only(args, books, qsets, rows)
+        return
     datasets: dict[tuple[str, str], dict[str, Any]] = {}
     for name, _, blang in rows:
         if (name, blang) not in datasets:
@@ -274,26 +320,25 @@ def run(
                 return doc.content if doc is not None else None
 
             mappers[(name, blang)] = SectionMapper(book, blang, pages, content)
+            facts["translation"] = translation_facts(book, blang, args, qsets[name])
             facts["coverage"] = chunk_coverage(registry, facts["dataset"], mappers[(name, blang)], qsets[name])
             cov = facts["coverage"]
             note(
                 f"{name} ({blang}): {cov['chunks']} chunks, {cov['exact']:.1%} mapped by exact heading path, "
                 f"{cov['unmapped']} unmapped; judged sections no chunk maps to: {cov['judged_unreached'] or 'none'}"
             )
-        if not args.coverage_only:
-            for name, qlang, blang in rows:
-                ds_id = datasets[(name, blang)]["dataset"]
-                registry.embedder_for(registry.store(ds_id).info).embed_query("warm up")
-                for mode in args.modes:
-                    note(f"{name}: {qlang} questions on the {blang} book, {mode} ...")
-                    queries = qsets[name].queries[qlang]
-                    row = run_row(registry, ds_id, mappers[(name, blang)], queries, qsets[name], mode)
-                    results.setdefault(f"{name}|{qlang}|{blang}", {})[mode] = row
+        for name, qlang, blang in rows:
+            ds_id = datasets[(name, blang)]["dataset"]
+            registry.embedder_for(registry.store(ds_id).info).embed_query("warm up")
+            for mode in args.modes:
+                note(f"{name}: {qlang} questions on the {blang} book, {mode} ...")
+                queries = qsets[name].queries[qlang]
+                row = run_row(registry, ds_id, mappers[(name, blang)], queries, qsets[name], mode)
+                results.setdefault(f"{name}|{qlang}|{blang}", {})[mode] = row
     finally:
         registry.close()
     summary = summarize(results, qsets, {f"{n}|{lang}": f for (n, lang), f in datasets.items()}, args.modes)
-    if not args.coverage_only:
-        print(markdown_report(summary, args.modes, quick=bool(args.quick)))
+    print(markdown_report(summary, args.modes, quick=bool(args.quick)))
     out = args.out or REPO / "benchmarks" / "results" / f"languages{'-heldout' if args.set == 'heldout' else ''}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     document = {
@@ -307,7 +352,7 @@ def run(
         "seconds": round(time.perf_counter() - started, 1),
         "datasets": {f"{n}|{lang}": f for (n, lang), f in datasets.items()},
         "summary": summary,
-        "rows": {} if args.coverage_only else results,
+        "rows": results,
     }
     out.write_text(json.dumps(document, indent=1, ensure_ascii=False, default=str) + "\n")
     note(f"wrote {out}")

@@ -206,3 +206,24 @@ def majority(keys: list[str], exact: list[bool], start: int, end: int) -> tuple[
     best = max(counts.values())
     winner = next(k for k in keys[lo:hi] if counts[k] == best)
     return winner, all(exact[lo:hi])
+
+
+def paragraphs(data: bytes, page: str) -> list[tuple[str, str, bool]]:
+    """The prose of a page: one (section, text, is a heading) per paragraph, list item, term, cell or
+    heading (code left out)."""
+    import lxml.html
+
+    doc = lxml.html.document_fromstring(data, parser=lxml.html.HTMLParser(encoding="utf-8", remove_comments=True))
+    found = doc.xpath("(//main | //*[@role='main'])[1]") or doc.xpath("(//article)[1]")
+    root = found[0] if found else doc
+    out = []
+    for el in root.iter("p", "li", "dt", "dd", "td", "th", *_HEADINGS):
+        if el.tag in ("li", "dd") and el.find(".//p") is not None:
+            continue  # its paragraphs are counted themselves
+        if el.tag != "p" and any(isinstance(a.tag, str) and a.tag in ("pre", "p") for a in el.iterancestors()):
+            continue
+        text = " ".join(el.text_content().split())
+        if sum(ch.isalpha() for ch in text) >= 3:
+            ids = _enclosing(el, root)
+            out.append((f"{page}#{ids[0]}" if ids else page, text, el.tag in _HEADINGS))
+    return out

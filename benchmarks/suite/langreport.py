@@ -46,6 +46,12 @@ def pooled(cells: Sequence[tuple[dict[str, Any], set[str] | None]], modes: list[
     return out
 
 
+def answered_in_english(qset: QuestionSet, facts: dict[str, Any]) -> set[str]:
+    """The questions whose answering sections (grade 2) are all still English in this translation."""
+    english = set((facts.get("translation") or {}).get("judged_sections_in_english", ()))
+    return {q for q, judged in qset.qrels.items() if all(k in english for k, g in judged.items() if g >= 2)}
+
+
 def summarize(
     results: dict[str, Any], qsets: dict[str, QuestionSet], datasets: dict[str, dict[str, Any]], modes: list[str]
 ) -> dict[str, Any]:
@@ -63,6 +69,7 @@ def summarize(
     languages = []
     for lang, keys in by_lang.items():
         facts = [datasets[f"{k.split('|')[0]}|{lang}"] for k in keys]
+        in_english = sum(len(answered_in_english(qsets[k.split("|")[0]], f)) for k, f in zip(keys, facts))
         chunks, seconds = sum(f["chunks"] for f in facts), sum(f["work_seconds"] for f in facts)
         languages.append(
             {
@@ -71,6 +78,7 @@ def summarize(
                 **pooled([(results[k], None) for k in keys], modes),
                 "chunks": chunks,
                 "chunks_per_second": round(chunks / seconds, 1) if seconds else None,
+                "answer_in_english": in_english,
             }
         )
     cjk_cells = [
@@ -95,6 +103,7 @@ def summarize(
                 "seconds": f["seconds"],
                 "work_seconds": f["work_seconds"],
                 "coverage": f.get("coverage"),
+                "translation": f.get("translation"),
             }
             for k, f in datasets.items()
         },
@@ -107,63 +116,84 @@ def _f(v: Any, digits: int = 3) -> str:
     return f"{v:.{digits}f}" if isinstance(v, float) else str(v)
 
 
-def _modes(row: dict[str, Any], modes: list[str], field: str, digits: int = 3) -> list[str]:
-    return [_f(row.get(m, {}).get(field), digits) for m in modes]
-
-
 def _name(lang: str) -> str:
     return LANGUAGE_NAMES.get(lang, lang)
 
 
+def _order(lang: str) -> int:
+    return list(LANGUAGE_NAMES).index(lang) if lang in LANGUAGE_NAMES else len(LANGUAGE_NAMES)
+
+
+def _cells(row: dict[str, Any], modes: list[str]) -> list[str]:
+    """questions, nDCG@10 per mode, MRR@10, no result per mode, low confidence, p95 (first mode)."""
+    first = row.get(modes[0], {})
+    return [
+        str(row.get("questions", 0)),
+        *[_f(row.get(m, {}).get("ndcg@10")) for m in modes],
+        _f(first.get("mrr@10")),
+        "/".join(_f(row.get(m, {}).get("no_result")) for m in modes),
+        _f(first.get("low_confidence"), 2),
+        _f(first.get("p95_ms"), 1),
+    ]
+
+
 def markdown_report(summary: dict[str, Any], modes: list[str], quick: bool = False) -> str:
-    """The tables of docs/benchmarks.md ("Languages")."""
+    """The tables of docs/benchmarks.md ("Languages"): per language (and the CJK questions without a
+    Latin letter, and the cross-lingual pairs), then per book."""
     first = modes[0]
-    lines = []
-    if quick:
-        lines.append("**QUICK run (a few questions per book): for checking the harness, not for quoting.**\n")
+    lines = (
+        ["**QUICK run (a few questions per book): for checking the harness, not for quoting.**", ""] if quick else []
+    )
     head = ["questions → book", "questions", *[f"nDCG@10 {m}" for m in modes], f"MRR@10 {first}"]
-    head += [f"no result ({'/'.join(m[0] for m in modes)})", f"low conf {first}", "chunks/s", f"p95 ms {first}"]
+    head += [f"no result ({'/'.join(m[0] for m in modes)})", f"low conf {first}", f"p95 ms {first}"]
+    head += ["chunks/s", "answer still English"]
     lines += ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
-    for r in sorted(
-        summary["languages"], key=lambda r: list(LANGUAGE_NAMES).index(r["lang"]) if r["lang"] in LANGUAGE_NAMES else 99
-    ):
+    for r in sorted(summary["languages"], key=lambda r: _order(r["lang"])):
         name = _name(r["lang"])
-        cells = [f"{name} → {name}", str(r.get("questions", 0)), *_modes(r, modes, "ndcg@10")]
-        cells += [_f(r.get(first, {}).get("mrr@10")), "/".join(_modes(r, modes, "no_result"))]
-        cells += [_f(r.get(first, {}).get("low_confidence"), 2), _f(r["chunks_per_second"], 1)]
-        cells += [_f(r.get(first, {}).get("p95_ms"), 1)]
-        lines.append("| " + " | ".join(cells) + " |")
+        english = str(r["answer_in_english"]) if r["lang"] != "en" else ""
+        lines.append(
+            "| " + " | ".join([f"{name} → {name}", *_cells(r, modes), _f(r["chunks_per_second"], 1), english]) + " |"
+        )
     c = summary.get("cjk_no_latin") or {}
     if c:
-        cells = [
-            "Japanese/Chinese questions with no Latin letter",
-            str(c.get("questions", 0)),
-            *_modes(c, modes, "ndcg@10"),
-        ]
-        cells += [_f(c.get(first, {}).get("mrr@10")), "/".join(_modes(c, modes, "no_result"))]
-        cells += [_f(c.get(first, {}).get("low_confidence"), 2), "", _f(c.get(first, {}).get("p95_ms"), 1)]
-        lines.append("| " + " | ".join(cells) + " |")
-    for r in sorted(summary["cross"], key=lambda r: (r["questions_lang"] != "en", r["questions_lang"], r["book_lang"])):
-        cells = [f"{_name(r['questions_lang'])} → {_name(r['book_lang'])} book", str(r.get("questions", 0))]
-        cells += [*_modes(r, modes, "ndcg@10"), _f(r.get(first, {}).get("mrr@10"))]
-        cells += ["/".join(_modes(r, modes, "no_result")), _f(r.get(first, {}).get("low_confidence"), 2), ""]
-        cells += [_f(r.get(first, {}).get("p95_ms"), 1)]
-        lines.append("| " + " | ".join(cells) + " |")
-    lines += [
-        "",
-        "| book | questions → book | questions | "
-        + " | ".join(f"nDCG@10 {m}" for m in modes)
-        + " | chunks | chunks/s | exact map |",
-    ]
-    lines.append("|" + " --- |" * (6 + len(modes)))
+        lines.append(
+            "| " + " | ".join(["Japanese/Chinese questions with no Latin letter", *_cells(c, modes), "", ""]) + " |"
+        )
     for r in sorted(
-        summary["rows"],
-        key=lambda r: (r["book"], r["questions_lang"] != r["book_lang"], r["book_lang"], r["questions_lang"]),
+        summary["cross"],
+        key=lambda r: (r["questions_lang"] != "en", _order(r["questions_lang"]), _order(r["book_lang"])),
     ):
+        label = f"{_name(r['questions_lang'])} → {_name(r['book_lang'])} book"
+        lines.append("| " + " | ".join([label, *_cells(r, modes), "", ""]) + " |")
+    head = [
+        "book",
+        "questions → book",
+        *[f"nDCG@10 {m}" for m in modes],
+        "chunks",
+        "chunks/s",
+        "English left",
+        "exact map",
+    ]
+    lines += ["", "| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    rows = sorted(
+        summary["rows"],
+        key=lambda r: (
+            r["book"],
+            r["questions_lang"] != r["book_lang"],
+            _order(r["book_lang"]),
+            _order(r["questions_lang"]),
+        ),
+    )
+    for r in rows:
         d = summary["datasets"].get(f"{r['book']}|{r['book_lang']}", {})
         cov = (d.get("coverage") or {}).get("exact")
-        cells = [r["book"], f"{r['questions_lang']} → {r['book_lang']}", str(r.get("questions", 0))]
-        cells += [*_modes(r, modes, "ndcg@10"), str(d.get("chunks", "-")), _f(d.get("chunks_per_second"), 1)]
-        cells += [f"{cov:.1%}" if isinstance(cov, float) else "-"]
+        left = (d.get("translation") or {}).get("share")
+        cells = [
+            r["book"],
+            f"{r['questions_lang']} → {r['book_lang']}",
+            *[_f(r.get(m, {}).get("ndcg@10")) for m in modes],
+        ]
+        cells += [str(d.get("chunks", "-")), _f(d.get("chunks_per_second"), 1)]
+        cells += [f"{left:.1%}" if isinstance(left, float) else "", f"{cov:.1%}" if isinstance(cov, float) else "-"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)

@@ -20,6 +20,7 @@ import shutil
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from suite.book_sections import PageSections, line_sections, majority, norm_title, parse_page
 
@@ -29,6 +30,7 @@ HELDOUT = DATA / "heldout"
 CJK = ("ja", "zh-cn", "zh-tw")  # the languages whose questions are marked no_latin
 LATIN = re.compile(r"[A-Za-z]")
 TOP = 10  # what nDCG@10 and MRR@10 look at: the first 10 results a search returns
+PROSE_WORDS = 5  # an English paragraph this long left in a translation is untranslated prose
 
 
 class SetError(ValueError):
@@ -232,3 +234,64 @@ def ndcg(ranked: list[str], judged: dict[str, float], k: int = TOP) -> float:
 def mrr(ranked: list[str], judged: dict[str, float], k: int = TOP) -> float:
     """1 / rank of the first relevant section within the first k (0 if none)."""
     return next((1.0 / (i + 1) for i, d in enumerate(ranked[:k]) if judged.get(d, 0.0) > 0), 0.0)
+
+
+def untranslated_share(
+    english: list[Path], translated: list[Path], book: Book, lang: str, sections: Iterable[str] = ()
+) -> dict[str, Any]:
+    """How much of a translation is still English: of its prose paragraphs (paragraphs, list items,
+    terms, cells and headings; code left out), the share that are word for word a paragraph of the
+    English page, leaving out short ones (under PROSE_WORDS words: a command, a file name, a table
+    cell are the same in every language). Also which of ``sections`` are mostly English."""
+    from suite.book_sections import paragraphs
+
+    en = {book.page_key(p.name, "en"): {t for _, t, _ in paragraphs(p.read_bytes(), "")} for p in english}
+    total = same = 0
+    per_section: dict[str, list[int]] = {}
+    for page in translated:
+        key = book.page_key(page.name, lang)
+        originals = en.get(key, set())
+        for section, text, heading in paragraphs(page.read_bytes(), key):
+            if text in originals and len(text.split()) < PROSE_WORDS:
+                continue
+            total += 1
+            same += text in originals
+            if heading:
+                continue  # a section is judged by its body
+            counts = per_section.setdefault(section, [0, 0])
+            counts[0] += 1
+            counts[1] += text in originals
+    english_sections = sorted(k for k in sections if k in per_section and per_section[k][1] * 2 > per_section[k][0])
+    return {
+        "paragraphs": total,
+        "english": same,
+        "share": round(same / total, 4) if total else 0.0,
+        "judged_sections_in_english": english_sections,
+    }
+
+
+def reader_coverage(
+    book: Book, lang: str, folder: Path, pages: dict[str, PageSections], qset: QuestionSet
+) -> dict[str, Any]:
+    """Section mapping checked without an ingest: each page read by mcpower's own reader (the text a
+    dataset would store), every line of it mapped to its section. Reports the share of lines mapped
+    through an exact heading path and the judged sections no line maps to. Runs no search and needs
+    no model: the check for the held-out set."""
+    from mcpower.chunking import parse_document
+
+    lines = exact = 0
+    reached: set[str] = set()
+    for f in sorted(folder.iterdir()):
+        page = book.page_key(f.name, lang)
+        if f.suffix != ".html" or page not in pages:
+            continue
+        text = parse_document(f.read_bytes(), ".html").text or ""
+        keys, known = line_sections(text, pages[page])
+        lines += len(keys)
+        exact += sum(known)
+        reached.update(keys)
+    return {
+        "lines": lines,
+        "exact": round(exact / lines, 4) if lines else 1.0,
+        "judged_unreached": sorted(qset.judged_keys() - reached),
+    }

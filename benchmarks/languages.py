@@ -225,7 +225,9 @@ def main() -> None:
     ap.add_argument("--cache", type=Path, default=CACHE, help=f"page copies and datasets (default {CACHE})")
     ap.add_argument("--out", type=Path, help="JSON results (default benchmarks/results/languages[-heldout].json)")
     ap.add_argument("--doc-root", action="append", default=[], help="BOOK:LANG=PATH, another copy of a book's pages")
-    ap.add_argument("--coverage-only", action="store_true", help="map each page's text to sections; no ingest, no search")
+    ap.add_argument(
+        "--coverage-only", action="store_true", help="map each page's text to sections; no ingest, no search"
+    )
     ap.add_argument("--confirm-heldout", action="store_true", help="run searches on the held-out set (integrator)")
     args = ap.parse_args()
     if args.set == "heldout" and not (args.coverage_only or args.confirm_heldout):

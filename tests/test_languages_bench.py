@@ -193,6 +193,7 @@ def test_lines_map_to_sections_outside_code_and_by_majority(bench: dict[str, Mod
     assert keys == ["guide#guide"] * 3 + ["guide#install"] * 5 + ["guide#offline"] * 3
     assert all(exact)
     assert sections.majority(keys, exact, 4, 11) == ("guide#install", True)  # 5 lines against 3
+    assert sections.majority(keys, exact, 3, 8) == ("guide#install", True)  # not the first line's
     assert sections.majority(keys, exact, 9, 11) == ("guide#offline", True)
     assert sections.majority(keys, exact, 40, 50) is None
 

@@ -28,7 +28,8 @@ translation's questions on the English book; ``all``: every pair; ``none``):
     p95 ms       the search's wall time, 95th percentile over the row's questions
 
 Markdown tables go to stdout, everything (per question: the sections and results) to ``--out``
-(default benchmarks/results/languages.json). ``--coverage-only`` neither ingests nor searches: it reads
+(default benchmarks/results/languages.json); ``--compare FILE`` adds a table of nDCG@10 against an
+earlier run's JSON (main's, for a feature branch), row by row. ``--coverage-only`` neither ingests nor searches: it reads
 each page with mcpower's own reader and maps every line of the text a dataset would store to its
 section (how much maps through an exact heading path, which judged sections nothing reaches), and
 says how much of each translation is still English. It is the check to run on the held-out set
@@ -47,7 +48,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from suite.langreport import markdown_report, summarize
+from suite.langreport import compare_report, markdown_report, summarize
 from suite.langsets import (
     HELDOUT,
     TOP,
@@ -224,6 +225,9 @@ def main() -> None:
     ap.add_argument("--quick", type=int, metavar="N", help="only the first N questions of each book")
     ap.add_argument("--cache", type=Path, default=CACHE, help=f"page copies and datasets (default {CACHE})")
     ap.add_argument("--out", type=Path, help="JSON results (default benchmarks/results/languages[-heldout].json)")
+    ap.add_argument(
+        "--compare", type=Path, help="an earlier run's JSON (e.g. main's): nDCG@10 now, then, and the change"
+    )
     ap.add_argument("--doc-root", action="append", default=[], help="BOOK:LANG=PATH, another copy of a book's pages")
     ap.add_argument(
         "--coverage-only", action="store_true", help="map each page's text to sections; no ingest, no search"
@@ -341,6 +345,9 @@ def run(
         registry.close()
     summary = summarize(results, qsets, {f"{n}|{lang}": f for (n, lang), f in datasets.items()}, args.modes)
     print(markdown_report(summary, args.modes, quick=bool(args.quick)))
+    if args.compare:
+        base = json.loads(args.compare.read_text(encoding="utf-8"))
+        print("\n" + compare_report(summary, base["summary"], args.modes, f"{args.compare} ({base.get('code')})"))
     out = args.out or REPO / "benchmarks" / "results" / f"languages{'-heldout' if args.set == 'heldout' else ''}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     document = {

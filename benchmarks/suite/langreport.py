@@ -197,3 +197,34 @@ def markdown_report(summary: dict[str, Any], modes: list[str], quick: bool = Fal
         cells += [f"{left:.1%}" if isinstance(left, float) else "", f"{cov:.1%}" if isinstance(cov, float) else "-"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def _labelled(summary: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Every pooled row of a summary under the label its table gives it."""
+    out = {f"{_name(r['lang'])} → {_name(r['lang'])}": r for r in summary.get("languages", [])}
+    if summary.get("cjk_no_latin"):
+        out["Japanese/Chinese questions with no Latin letter"] = summary["cjk_no_latin"]
+    for r in summary.get("cross", []):
+        out[f"{_name(r['questions_lang'])} → {_name(r['book_lang'])} book"] = r
+    for r in summary.get("rows", []):
+        out[f"{r['book']}: {r['questions_lang']} → {r['book_lang']}"] = r
+    return out
+
+
+def compare_report(summary: dict[str, Any], base: dict[str, Any], modes: list[str], base_name: str) -> str:
+    """nDCG@10 per mode against an earlier run's summary (its JSON's "summary"), row by row: the rows
+    both runs have, with the questions each pooled (a --quick run and a full one differ there)."""
+    now, before = _labelled(summary), _labelled(base)
+    head = ["row", "questions", *[f"{m} now / before / Δ" for m in modes]]
+    lines = [f"Against {base_name}:", "", "| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for label, row in now.items():
+        old = before.get(label)
+        if old is None:
+            continue
+        cells = [label, f"{row.get('questions', 0)} / {old.get('questions', 0)}"]
+        for m in modes:
+            a, b = row.get(m, {}).get("ndcg@10"), old.get(m, {}).get("ndcg@10")
+            delta = f"{a - b:+.3f}" if isinstance(a, float) and isinstance(b, float) else "-"
+            cells.append(f"{_f(a)} / {_f(b)} / {delta}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)

@@ -419,3 +419,16 @@ def test_milvus_keyword_search_uses_the_same_analysis_and_finds_what_the_local_s
     found = tops(milvus)
     milvus.close()
     assert found == tops(local) and len(found) == len(queries)
+
+
+def test_a_token_budget_holds_for_cjk_results(books: tuple[Path, Registry]) -> None:
+    from mcpower.results import estimate_tokens
+
+    _, registry = books
+    whole = search(registry, "软件包签名 硬链接 强制终了 パッケージ", "books", mode="keyword", top_k=5)
+    cut = search(registry, "软件包签名 硬链接 强制终了 パッケージ", "books", mode="keyword", top_k=5, max_tokens=200)
+
+    assert estimate_tokens(whole.model_dump_json()) > 200
+    assert cut.meta.estimated_tokens is not None and cut.meta.estimated_tokens <= 200
+    assert estimate_tokens(cut.model_dump_json(exclude_none=True)) <= 200 * 1.1
+    assert cut.meta.truncated and cut.results and cut.results[0].result_id == whole.results[0].result_id

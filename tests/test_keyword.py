@@ -197,7 +197,7 @@ def test_scores_of_answers_only_matched_ids() -> None:
 
 
 def test_an_empty_dataset_has_postings_and_no_matches(tmp_path: Path) -> None:
-    write_metadata(tmp_path / "meta.sqlite", [], [])
+    write_metadata(tmp_path / "meta.sqlite", [], [], analysed=True)
 
     with closing(sqlite3.connect(tmp_path / "meta.sqlite", check_same_thread=False)) as db:
         assert has_postings(db)

@@ -29,19 +29,17 @@ HNSW_M = 32
 HNSW_EF_CONSTRUCTION = 200
 
 
-def write_metadata(
-    path: Path, documents: Iterable[DocumentRow], chunks: Iterable[ChunkRow], analysed: bool = True
-) -> None:
+def write_metadata(path: Path, documents: Iterable[DocumentRow], chunks: Iterable[ChunkRow], *, analysed: bool) -> None:
     """Create the SQLite file at ``path`` with documents, chunks, the full-text index and its postings."""
     with closing(sqlite3.connect(path)) as db:
         db.executescript("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;")
-        fill_metadata(db, documents, chunks, analysed)
+        fill_metadata(db, documents, chunks, analysed=analysed)
         db.commit()
     fsync_path(path)
 
 
 def fill_metadata(
-    db: sqlite3.Connection, documents: Iterable[DocumentRow], chunks: Iterable[ChunkRow], analysed: bool = True
+    db: sqlite3.Connection, documents: Iterable[DocumentRow], chunks: Iterable[ChunkRow], *, analysed: bool
 ) -> None:
     """Create the schema in the empty database ``db`` (a file, or one in memory) and fill it:
     documents, chunks, the full-text index and its postings. The caller commits.

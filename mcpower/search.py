@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING
 
-from mcpower.analysis import UNDETERMINED, snippet_terms
+from mcpower.analysis import query_languages, snippet_terms
 from mcpower.defaults import DEFAULT_TOP_K
 from mcpower.defaults import MAX_OFFSET as MAX_OFFSET  # importable from here, as before
 from mcpower.errors import (
@@ -270,7 +270,7 @@ def _snippet_terms(query: str, info: DatasetInfo) -> list[str]:
     """What marks a chunk as matching ``query`` in the dataset ``info`` describes: as its keyword
     index analyses text (mcpower.analysis), or FTS5's words for a dataset indexed before that."""
     if info.analysis is not None and info.analysis.scheme is not None:
-        return snippet_terms(query, info.counts.languages or (UNDETERMINED,))
+        return snippet_terms(query, query_languages(info.counts.languages))
     return query_terms(query)
 
 

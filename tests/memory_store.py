@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mcpower.analysis import index_terms, query_terms
+from mcpower.analysis import index_terms, query_languages, query_terms
 from mcpower.errors import DatasetLockedError
 from mcpower.manifest import DatasetInfo
 from mcpower.results import SearchFilters, normalize_rel
@@ -46,7 +46,7 @@ class MemoryStore:
         # Analysed as the local store analyses them (mcpower.analysis) when the build says so.
         analysis = build.info.analysis
         self._languages = (
-            tuple(build.info.counts.languages) or ("und",) if analysis is not None and analysis.scheme else None
+            query_languages(build.info.counts.languages) if analysis is not None and analysis.scheme else None
         )
         self._terms = {c.id: Counter(self._analyse(f"{c.text} {c.heading_path}", c.language)) for c in build.chunks}
         self.closed = False

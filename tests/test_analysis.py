@@ -81,7 +81,8 @@ def test_japanese_and_chinese_sentences_become_overlapping_character_pairs() -> 
     zh = index_terms("硬链接与符号链接的区别", "zh")
 
     assert ja[:3] == ["フリ", "リー", "ーズ"] and "強制" in ja and "終了" in ja
-    assert zh == ["硬链", "链接", "接与", "与符", "符号", "号链", "链接", "接的", "的区", "区别"]
+    pairs = ["硬链", "链接", "接与", "与符", "符号", "号链", "链接", "接的", "的区", "区别"]
+    assert zh == [*pairs, *"硬链接与符号链接的区别"]  # pairs, then each character
     assert index_terms("中", "zh") == ["中"]  # a lone character is itself
 
 
@@ -116,6 +117,15 @@ def test_query_terms_are_the_union_over_the_datasets_languages_without_their_sto
     assert "man" in query_terms("how do I read a man page", ["de", "en"])  # an English one: "man" stays
     assert len(terms) == len(set(terms))
     assert query_terms("the and of", ["en"]) == ["the", "and", "of"]  # only stopwords: kept
+
+
+def test_queries_are_analysed_in_the_languages_holding_a_fifth_of_the_dataset() -> None:
+    from mcpower.analysis import query_languages
+
+    assert query_languages({"de": 900, "en": 100}) == ("de",)  # a translated book's English leftovers
+    assert query_languages({"de": 500, "en": 400, "und": 100}) == ("de", "en")
+    assert query_languages({"ru": 1, "en": 1, "fr": 1, "de": 1}) == ("de", "en", "fr", "ru")
+    assert query_languages({}) == ("und",)
 
 
 def test_snippet_terms_hold_words_stems_and_pairs() -> None:
@@ -182,7 +192,7 @@ def analysed_store(db: sqlite3.Connection) -> LocalStore:
     from mcpower.store.local.keyword import chunk_ids
 
     data = valid_manifest()
-    data["counts"]["languages"] = dict.fromkeys(LANGUAGES, 1)
+    data["counts"]["languages"] = dict.fromkeys(LANGUAGES, 1)  # a fifth each: queries analysed in all five
     data["analysis"] = {"scheme": "mcpower-text-1", "language": None}
     return LocalStore(Manifest.model_validate(data), Path("."), None, db, chunk_ids(db), postings=True)
 

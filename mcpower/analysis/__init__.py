@@ -17,7 +17,15 @@ in their language is first analysed.
 
 from __future__ import annotations
 
-from mcpower.analysis.analyzers import SCHEME, Marks, index_terms, marks, query_terms, snippet_terms
+from mcpower.analysis.analyzers import (
+    SCHEME,
+    Marks,
+    index_terms,
+    marks,
+    query_languages,
+    query_terms,
+    snippet_terms,
+)
 from mcpower.analysis.detection import Detection, chunk_languages, detect
 from mcpower.analysis.languages import UNDETERMINED, is_language, language_name, normalize_language
 
@@ -33,6 +41,7 @@ __all__ = [
     "language_name",
     "marks",
     "normalize_language",
+    "query_languages",
     "query_terms",
     "snippet_terms",
 ]

@@ -17,6 +17,7 @@ import anyio
 from starlette.requests import Request
 from starlette.responses import Response
 
+from mcpower.analysis import query_languages
 from mcpower.errors import McpowerError
 from mcpower.registry import Registry
 from mcpower.results import MODES
@@ -190,5 +191,5 @@ def _languages(registry: Registry) -> dict[str, list[str] | None]:
         if info is None or e.error is not None:
             continue
         analysed = info.analysis is not None and info.analysis.scheme is not None
-        out[e.id] = (list(info.counts.languages) or ["und"]) if analysed else None
+        out[e.id] = list(query_languages(info.counts.languages)) if analysed else None
     return out

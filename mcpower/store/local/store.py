@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mcpower.analysis import UNDETERMINED, query_terms
+from mcpower.analysis import query_languages, query_terms
 from mcpower.checksums import FileHashes
 from mcpower.errors import IndexMismatchError, InvalidManifestError
 from mcpower.layout import resolve_inside
@@ -88,9 +88,7 @@ class LocalStore:
         # made by FTS5's tokenizer (a dataset written before analysis, or of the original format).
         analysis = manifest.analysis
         self._languages = (
-            tuple(manifest.counts.languages) or (UNDETERMINED,)
-            if analysis is not None and analysis.scheme is not None
-            else None
+            query_languages(manifest.counts.languages) if analysis is not None and analysis.scheme is not None else None
         )
 
     @property

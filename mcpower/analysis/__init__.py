@@ -17,6 +17,8 @@ in their language is first analysed.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from mcpower.analysis.analyzers import (
     SCHEME,
     Marks,
@@ -26,8 +28,22 @@ from mcpower.analysis.analyzers import (
     query_terms,
     snippet_terms,
 )
-from mcpower.analysis.detection import Detection, chunk_languages, detect
 from mcpower.analysis.languages import UNDETERMINED, is_language, language_name, normalize_language
+
+if TYPE_CHECKING:
+    from mcpower.analysis.detection import Detection, chunk_languages, detect
+
+# Detection is for ingest: its module (and its patterns) load when first asked for, never on a search.
+_DETECTION = frozenset({"Detection", "chunk_languages", "detect"})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _DETECTION:
+        from mcpower.analysis import detection
+
+        return getattr(detection, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "SCHEME",

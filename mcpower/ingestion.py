@@ -21,7 +21,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from mcpower import __version__, embedding, gitignore
-from mcpower.analysis import normalize_language
+from mcpower.analysis import SCHEME, normalize_language
 from mcpower.assembly import ProgressCallback, assemble, skip_summary
 from mcpower.chunking import CHUNKER, SUPPORTED_TYPES
 from mcpower.defaults import DEFAULT_BACKEND, DEFAULT_CHUNK_TOKENS, DEFAULT_MODEL, DEFAULT_OVERLAP, DEFAULT_TOP_K
@@ -271,7 +271,7 @@ def ingest(
                 updated_at=now,
                 mcpower_version=__version__,
                 source=_source_record(src, opts, report),
-                analysis=AnalysisInfo(language=language),
+                analysis=AnalysisInfo(scheme=SCHEME, language=language),
             )
             if opts.skip_unchanged and prev is not None and _nothing_changed(prev, info, report):
                 report.published = False

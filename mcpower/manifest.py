@@ -166,11 +166,16 @@ class SourceInfo(_Model):
 
 
 class AnalysisInfo(_Model):
-    """How the dataset's text was analysed: the language recorded for it (mcpower.analysis).
+    """How the dataset's text was analysed into keyword terms, and the language recorded for it
+    (mcpower.analysis).
 
-    Absent in manifests written before languages were detected: their chunks' language is 'und'.
+    Absent in manifests written before languages were detected: their chunks' language is 'und',
+    and their keyword index was made by FTS5's Porter tokenizer, as queries of it still are.
     """
 
+    # The analysis the keyword index was built with (mcpower.analysis.analyzers.SCHEME), so a query
+    # is analysed the same way; None: FTS5's Porter tokenizer (written between languages and analysis).
+    scheme: Literal["mcpower-text-1"] | None = None
     # Forced with `mcpower ingest --language CODE`: every chunk is in it, and re-ingests and
     # --watch keep it; None: each chunk's language was detected.
     language: str | None = Field(None, pattern=LANGUAGE_CODE.pattern)

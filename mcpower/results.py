@@ -295,8 +295,11 @@ def clip_chars(text: str, max_chars: int) -> str:
     return text if len(text) <= max_chars else text[: max_chars - 1] + "…"
 
 
-# The shortest snippet a result keeps while a response is shrunk to fit its budget.
+# The shortest snippet a result keeps while a response is shrunk to fit its budget: snippets are
+# halved while one is longer than 64 characters of English would be in tokens, so a Chinese or
+# Japanese snippet (a token a character) shrinks as far in tokens as an English one does.
 MIN_SNIPPET_CHARS = 64
+MIN_SNIPPET_TOKENS = estimate_tokens("x" * MIN_SNIPPET_CHARS)
 _RESULT = TypeAdapter(SearchResult)
 
 
@@ -334,7 +337,11 @@ def fit_results(
 
     chars = snippet_chars
     results, sizes, tokens = build(chars)
-    while not fits(sizes, tokens, len(results)) and chars > MIN_SNIPPET_CHARS:
+    while (
+        not fits(sizes, tokens, len(results))
+        and chars > 1
+        and any(estimate_tokens(r.snippet) > MIN_SNIPPET_TOKENS for r in results)
+    ):
         chars //= 2
         results, sizes, tokens = build(chars)
     n = len(results)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING
 
+from mcpower.analysis import query_languages, snippet_terms
 from mcpower.defaults import DEFAULT_TOP_K
 from mcpower.defaults import MAX_OFFSET as MAX_OFFSET  # importable from here, as before
 from mcpower.errors import (
@@ -64,6 +65,8 @@ from mcpower.terms import query_terms
 if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
+
+    from mcpower.manifest import DatasetInfo
 
 
 def search(
@@ -144,7 +147,7 @@ def search(
     )
     depth = offset + k + 1 if paging else k  # one more tells whether there is a next page
     merged: list[tuple[float, str, int, Passage]] = []
-    terms = query_terms(q)
+    terms = {s.info.id: _snippet_terms(q, s.info) for s in stores}
     for store in stores:
         # Equal scores keep their store's order (by chunk id; by raw cosine for semantic scores clipped to 0).
         rank_at = partial(_search_store, registry, store, q, mode=m, filters=filters, sides=_Sides(), priors=priors)
@@ -172,7 +175,7 @@ def search(
         next_offset=offset + len(picked) if len(ranked) > offset + len(picked) and paging else None,
     )
     results, cut = fit_results(
-        lambda chars: [_result(store_id, p, terms, chars, stale) for store_id, p, stale in picked],
+        lambda chars: [_result(store_id, p, terms[store_id], chars, stale) for store_id, p, stale in picked],
         snippet_chars,
         max_bytes,
         max_tokens,
@@ -261,6 +264,14 @@ def _hits(
         return {i: sides.hits[i] for i in ids if i in sides.hits}
 
     return apply_priors(ranked, fetch, q, k, priors)
+
+
+def _snippet_terms(query: str, info: DatasetInfo) -> list[str]:
+    """What marks a chunk as matching ``query`` in the dataset ``info`` describes: as its keyword
+    index analyses text (mcpower.analysis), or FTS5's words for a dataset indexed before that."""
+    if info.analysis is not None and info.analysis.scheme is not None:
+        return snippet_terms(query, query_languages(info.counts.languages))
+    return query_terms(query)
 
 
 def _result(dataset: str, p: Passage, terms: list[str], snippet_chars: int, stale: str) -> SearchResult:

@@ -437,9 +437,25 @@ def test_cjk_document_found_by_cjk_query(cjk_registry: Registry, query: str, pat
     assert query in hits[0].snippet
 
 
-def test_cjk_query_needs_adjacent_characters(cjk_registry: Registry) -> None:
-    # 装 and 管 both occur in zh/install.md, but not side by side.
-    assert search(cjk_registry, "装管", dataset="docs", mode="keyword").results == []
+def test_cjk_characters_side_by_side_outrank_the_same_characters_apart(
+    tmp_path: Path, datasets_dir: Path, make_registry: Callable[[], Registry]
+) -> None:
+    # A CJK run is indexed as overlapping pairs plus single characters (docs/search.md, Languages):
+    # a query's pair matches only where its characters are adjacent, its characters anywhere.
+    folder = write_files(
+        tmp_path / "cjk",
+        {
+            "apart.md": "# 说明\n\n安装软件之前请阅读管理手册。\n",
+            "together.md": "# 说明\n\n这里介绍装管的方法。\n",
+            **{f"other{i}.md": "# 天气\n\n今天的天气很好，我们去公园散步。\n" for i in range(3)},
+        },
+    )
+    ingest(folder, datasets_dir, IngestOptions(dataset_id="cjk"), embedder=FakeEmbedder())
+
+    hits = search(make_registry(), "装管", dataset="cjk", mode="keyword").results
+
+    assert [h.path for h in hits] == ["together.md", "apart.md"]
+    assert hits[0].score > hits[1].score
 
 
 # ------------------------------------------------------------------ several datasets

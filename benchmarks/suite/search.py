@@ -27,7 +27,9 @@ from typing import Any
 from suite.datasets import collection_dataset, collection_files
 from suite.report import lat_stats, load_avg, note, size_label, table
 
-SYNTH_VERSION = 3  # bump when the generator changes: cached datasets are rebuilt (3: hnsw_sq above 50k)
+SYNTH_VERSION = (
+    4  # bump when the generator changes: cached datasets are rebuilt (3: hnsw_sq above 50k; 4: analysed English)
+)
 CHUNKS_PER_DOC = 4
 MIX_ALPHA, NOISE = 0.5, 0.3  # two real vectors mixed with Dirichlet(0.5) weights, plus noise: see docs/benchmarks.md
 EF_SWEEP = (64, 128, 256, 512, 1024)
@@ -117,6 +119,7 @@ def build_synthetic(source: SyntheticSource, root: Path, size: int) -> dict[str,
     """``root/synthetic-<size>``: a dataset published like ingest does, cached while its recipe is unchanged."""
     import numpy as np
 
+    from mcpower.analysis import SCHEME
     from mcpower.chunking import CHUNKER
     from mcpower.defaults import DEFAULT_CHUNK_TOKENS, DEFAULT_MODEL, DEFAULT_OVERLAP
     from mcpower.embedding import resolve_model
@@ -124,6 +127,7 @@ def build_synthetic(source: SyntheticSource, root: Path, size: int) -> dict[str,
     from mcpower.layout import dataset_lock, publish
     from mcpower.manifest import (
         MANIFEST_NAME,
+        AnalysisInfo,
         Checksums,
         ChunkingInfo,
         Counts,
@@ -157,12 +161,13 @@ def build_synthetic(source: SyntheticSource, root: Path, size: int) -> dict[str,
             for o, text in enumerate(chunk_texts):
                 cid = chunk_id(d.path, text, 0)
                 ids.append(cid)
-                yield ChunkRow(cid, d.id, o, d.title, 3 + 2 * o, 3 + 2 * o, text)
+                yield ChunkRow(cid, d.id, o, d.title, 3 + 2 * o, 3 + 2 * o, text, language="en")
 
     def write(staging: Path, version: str) -> Manifest:
         """The files, streamed (a million chunks do not fit a DatasetBuild's lists), and their manifest."""
         t = time.perf_counter()
-        write_metadata(staging / METADATA_FILE, (d for d, _ in _synthetic_docs(source, size, seed=size)), chunk_rows())
+        docs = (d for d, _ in _synthetic_docs(source, size, seed=size))
+        write_metadata(staging / METADATA_FILE, docs, chunk_rows(), analysed=True)  # analysed as ingest does
         metadata_s = time.perf_counter() - t
         rng = np.random.default_rng(size + 1)
         vectors = np.vstack([source.vectors_for(rng, min(65536, size - s)) for s in range(0, size, 65536)])
@@ -192,7 +197,8 @@ def build_synthetic(source: SyntheticSource, root: Path, size: int) -> dict[str,
             chunking=ChunkingInfo(chunker=CHUNKER, chunk_tokens=DEFAULT_CHUNK_TOKENS, overlap=DEFAULT_OVERLAP),
             vector_index=VectorIndexInfo(**index_info),
             fingerprint=f"synthetic-v{SYNTH_VERSION}",
-            counts=Counts(documents=math.ceil(size / CHUNKS_PER_DOC), chunks=size),
+            counts=Counts(documents=math.ceil(size / CHUNKS_PER_DOC), chunks=size, languages={"en": size}),
+            analysis=AnalysisInfo(scheme=SCHEME),
             checksums=Checksums(
                 index=sha256_file(staging / INDEX_FILE),
                 metadata=sha256_file(staging / METADATA_FILE),

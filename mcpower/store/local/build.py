@@ -12,11 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from mcpower.analysis.analyzers import index_terms
 from mcpower.layout import fsync_path
 from mcpower.store import ChunkRow, DocumentRow
 from mcpower.store.local.fts import segment
 from mcpower.store.local.keyword import write_postings
-from mcpower.store.local.schema import CHUNKS, DOCUMENTS, FTS, SCHEMA, insert_sql, values
+from mcpower.store.local.schema import CHUNKS, DOCUMENTS, FTS, insert_sql, schema, values
 from mcpower.store.local.vectors import VECTORS_FILE, WRITE_ROWS, write_vector_file
 
 if TYPE_CHECKING:
@@ -35,37 +36,54 @@ SQ_TRAIN_SAMPLE = 65_536
 ADD_BLOCK = 16_384
 
 
-def write_metadata(path: Path, documents: Iterable[DocumentRow], chunks: Iterable[ChunkRow]) -> None:
+def write_metadata(path: Path, documents: Iterable[DocumentRow], chunks: Iterable[ChunkRow], *, analysed: bool) -> None:
     """Create the SQLite file at ``path`` with documents, chunks, the full-text index and its postings."""
     with closing(sqlite3.connect(path)) as db:
         db.executescript("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;")
-        fill_metadata(db, documents, chunks)
+        fill_metadata(db, documents, chunks, analysed=analysed)
         db.commit()
     fsync_path(path)
 
 
-def fill_metadata(db: sqlite3.Connection, documents: Iterable[DocumentRow], chunks: Iterable[ChunkRow]) -> None:
+def fill_metadata(
+    db: sqlite3.Connection, documents: Iterable[DocumentRow], chunks: Iterable[ChunkRow], *, analysed: bool
+) -> None:
     """Create the schema in the empty database ``db`` (a file, or one in memory) and fill it:
-    documents, chunks, the full-text index and its postings. The caller commits."""
-    db.executescript(SCHEMA)
+    documents, chunks, the full-text index and its postings. The caller commits.
+
+    ``analysed``: the index holds each chunk's terms in its language (mcpower.analysis); else
+    FTS5's Porter tokenizer makes them (a dataset of the original system's format, served as before).
+    """
+    db.executescript(schema(analysed))
     db.executemany(insert_sql(DOCUMENTS, DocumentRow), map(values, documents))
     db.executemany(insert_sql(CHUNKS, ChunkRow), map(values, chunks))
-    # segment() runs here, between SQLite steps, not inside the statement as an SQL function:
+    rows = db.execute(
+        "SELECT c.id, c.text, d.title, c.heading_path, c.language "
+        f"FROM {CHUNKS} c JOIN {DOCUMENTS} d ON d.id = c.document_id ORDER BY c.id"
+    )
+    index = _analysed if analysed else _segmented
+    # The analysis runs here, between SQLite steps, not inside the statement as an SQL function:
     # Python's sqlite3 discards whatever a function raises ("user-defined function raised
     # exception"), so a Ctrl-C (KeyboardInterrupt) or SIGTERM (SystemExit) landing in it
     # would turn into a disk-write error instead of stopping the ingest.
-    db.executemany(
-        f"INSERT INTO {FTS}(rowid, text, title, heading_path) VALUES (?, ?, ?, ?)",
-        (
-            (i, segment(text), segment(title), segment(heading))
-            for i, text, title, heading in db.execute(
-                "SELECT c.id, c.text, d.title, c.heading_path "
-                f"FROM {CHUNKS} c JOIN {DOCUMENTS} d ON d.id = c.document_id ORDER BY c.id"
-            )
-        ),
-    )
+    db.executemany(f"INSERT INTO {FTS}(rowid, text, title, heading_path) VALUES (?, ?, ?, ?)", map(index, rows))
     db.execute(f"INSERT INTO {FTS}({FTS}) VALUES ('optimize')")
     write_postings(db)
+
+
+def _analysed(row: tuple[int, str, str, str, str]) -> tuple[int, str, str, str]:
+    i, text, title, heading, language = row
+    return (
+        i,
+        " ".join(index_terms(text, language)),
+        " ".join(index_terms(title, language)),
+        " ".join(index_terms(heading, language)),
+    )
+
+
+def _segmented(row: tuple[int, str, str, str, str]) -> tuple[int, str, str, str]:
+    i, text, title, heading, _ = row
+    return i, segment(text), segment(title), segment(heading)
 
 
 def write_vectors(

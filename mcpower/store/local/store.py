@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from mcpower.analysis import query_languages, query_terms
 from mcpower.checksums import FileHashes
 from mcpower.errors import IndexMismatchError, InvalidManifestError
 from mcpower.layout import resolve_inside
@@ -80,6 +81,12 @@ class LocalStore:
         self._hit_sql = hit_sql(missing)
         self._filters = FilterCache(ids, self._db)  # the chunks each recent filter allows
         self._postings_cache = PostingsCache()  # the common terms' long postings, once read
+        # The languages a query is analysed under (the dataset's), or None: the keyword index was
+        # made by FTS5's tokenizer (a dataset written before analysis, or of the original format).
+        analysis = manifest.analysis
+        self._languages = (
+            query_languages(manifest.counts.languages) if analysis is not None and analysis.scheme is not None else None
+        )
 
     @property
     def info(self) -> DatasetInfo:
@@ -108,9 +115,14 @@ class LocalStore:
         Raises:
             IndexMismatchError: the postings do not fit the chunk table.
         """
-        phrases = query_phrases(query)
-        single = [p.tokens[0] for p in phrases if self._postings and len(p.tokens) == 1]
-        by_fts = [p.fts for p in phrases if not (self._postings and len(p.tokens) == 1)]
+        if self._languages is not None:  # analysed: every term is one token, scored from its postings
+            terms = query_terms(query, self._languages)
+            single = terms if self._postings else []
+            by_fts = [] if self._postings else [f'"{t}"' for t in terms]
+        else:  # indexed by FTS5's Porter tokenizer: the query is tokenized by it too
+            phrases = query_phrases(query)
+            single = [p.tokens[0] for p in phrases if self._postings and len(p.tokens) == 1]
+            by_fts = [p.fts for p in phrases if not (self._postings and len(p.tokens) == 1)]
         allowed = self._filters.allowed(where)
         known = {t: found for t in single if (found := self._postings_cache.get(t)) is not None}
         with self._db.connection() as db:

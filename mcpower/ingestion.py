@@ -258,6 +258,8 @@ def ingest(
             docs, chunks, vectors = assemble(
                 src, files, opts, emb, chunk_tokens, overlap, reuse, report, progress, language=language
             )
+            if note := model_choice.coverage_note(emb, Counter(c.language for c in chunks)):
+                report.notes.append(note)
             if not src.is_dir():  # deleted or renamed meanwhile: the files not read yet are not gone from it
                 raise IngestError(f"{src.name}: the folder vanished while it was read; nothing was published")
             prev = previous.info if previous is not None else None

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mcpower import embedding
+from mcpower.coverage import reads
 from mcpower.defaults import DEFAULT_MODEL, MULTILINGUAL_MODEL
 from mcpower.discover import SourceFile, read_document
 
@@ -156,7 +157,7 @@ def coverage_note(emb: embedding.Embedder, chunk_languages: dict[str, int]) -> s
     total = sum(told.values())
     if not total or emb.languages is None:
         return None
-    missed = {lang: n for lang, n in told.items() if not embedding.covers(emb.languages, lang)}
+    missed = {lang: n for lang, n in told.items() if not reads(emb.languages, lang)}
     if sum(missed.values()) <= (1 - COVERED_SHARE) * total:
         return None
     shares = ", ".join(f"{lang} {n / total:.0%}" for lang, n in Counter(missed).most_common(3))

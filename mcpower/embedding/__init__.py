@@ -42,7 +42,6 @@ __all__ = [
     "ModelSpec",
     "ProgressFn",
     "check_compatible",
-    "covers",
     "is_allowed",
     "load_embedder",
     "load_query_embedder",
@@ -154,12 +153,6 @@ def with_prompts(embedder: Embedder, query_prompt: str, document_prompt: str) ->
     view = copy.copy(embedder)
     view.query_prompt, view.document_prompt = query_prompt, document_prompt
     return view
-
-
-def covers(languages: Collection[str] | None, language: str) -> bool:
-    """Whether a model that reads ``languages`` (None: not known, taken as any) reads ``language``;
-    text of no known language ('und') is taken as read."""
-    return languages is None or language == "und" or language.split("-")[0] in languages
 
 
 def check_compatible(embedder: Embedder, info: DatasetInfo) -> None:

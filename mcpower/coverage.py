@@ -24,9 +24,16 @@ from collections.abc import Callable, Collection, Sequence
 
 from mcpower.defaults import DEFAULT_MODEL, MULTILINGUAL_MODEL
 
-# The weight of the semantic score where the model does not read the text: the keyword side decides
-# (benchmarks/lang_models.py: German, French, Japanese and Chinese books on all-MiniLM-L6-v2).
+# The weight of the semantic score where the model reads neither the text's language nor its script:
+# the keyword side decides (benchmarks/lang_models.py, maint-guide on all-MiniLM-L6-v2: Japanese,
+# Chinese and Russian 0.433 -> 0.459 averaged; 0 gave 0.462 but flags more). Text in a language
+# the model does not read but in a script it does (German for the English model) keeps the
+# usual weight: there shared words carry signal (German 0.741 at 0.5, 0.677 at 0.15).
 UNCOVERED_WEIGHT = 0.15
+# The weight of the semantic score where the question and the chunk are in different languages, both
+# read by the model: their words do not match, their meanings do (multilingual-e5-small, maint-guide:
+# English questions on the German book 0.524 hybrid, 0.682 semantic alone).
+CROSS_WEIGHT = 0.8
 
 # Languages the packaged models read, for manifests written before a model's languages were recorded.
 _KNOWN: dict[str, frozenset[str] | None] = {DEFAULT_MODEL: frozenset({"en"})}
@@ -72,16 +79,21 @@ def reads(languages: Collection[str] | None, language: str) -> bool:
     return languages is None or language == "und" or language.split("-")[0] in languages
 
 
-def reads_script(languages: Collection[str] | None, text: str) -> bool:
-    """Whether the script most of ``text``'s letters are in is one some of ``languages`` are written in
-    (Latin, and scripts this module does not know, count as read)."""
-    if languages is None:
-        return True
+def script_of_language(language: str) -> str:
+    """The script a language is written in here ('latin' for every language this module lists under none)."""
+    base = language.split("-")[0]
+    return next((name for name, (_, written) in _SCRIPTS.items() if base in written), "latin")
+
+
+def script_of_text(text: str) -> str:
+    """The script most of ``text``'s letters are in ('latin' unless one of the others holds most)."""
     letters = sum(1 for c in text if c.isalpha())
-    for pattern, written in _SCRIPTS.values():
-        if 2 * len(pattern.findall(text)) > letters:
-            return bool(written & set(languages))
-    return True
+    return next((name for name, (p, _) in _SCRIPTS.items() if 2 * len(p.findall(text)) > letters), "latin")
+
+
+def reads_script(languages: Collection[str] | None, script: str) -> bool:
+    """Whether some of ``languages`` (None: any) is written in ``script``."""
+    return languages is None or any(script_of_language(lang) == script for lang in languages)
 
 
 def semantic_weights(
@@ -92,19 +104,44 @@ def semantic_weights(
     ids: Sequence[int],
     languages_of: Callable[[Sequence[int]], dict[int, str]],
     weight: float,
+    query_language: Callable[[str], str] | None = None,
 ) -> dict[int, float] | None:
-    """The semantic weight of each candidate of a hybrid search, or None when every one is ``weight``
-    (the model reads the question's script and every language of the dataset: nothing looked up).
+    """The semantic weight of each candidate of a hybrid search, or None when every one is ``weight``.
 
-    ``languages_of`` gives candidates' languages; it is called only when the dataset holds a
-    language the model does not read.
+    ``UNCOVERED_WEIGHT`` where the model reads neither the chunk's language nor its script, or
+    reads no language of the question's script; ``CROSS_WEIGHT`` where the question and the chunk
+    are in different languages the model reads (only for a model of several languages: the
+    question's language is told by its script, else by ``query_language``, which loads the
+    language model and is called only then). ``languages_of`` gives candidates' languages; it is
+    called only when some candidate may differ.
     """
     languages = model_languages(model, recorded)
-    if languages is None:
-        return None
-    if not reads_script(languages, query):
+    qscript = script_of_text(query)
+    if not reads_script(languages, qscript):
         return dict.fromkeys(ids, UNCOVERED_WEIGHT)
-    if all(reads(languages, lang) for lang in dataset_languages):
+    told = [lang for lang in dataset_languages if lang != "und"]
+    unread = [lang for lang in told if not reads_script(languages, script_of_language(lang))]
+    multilingual = languages is not None and len(languages) > 1
+    qlang = "und"
+    if multilingual and told:
+        others = [lang for lang in told if script_of_language(lang) != qscript]
+        same = [lang for lang in told if script_of_language(lang) == qscript]
+        if same and query_language is not None and (len(same) > 1 or others or len(told) > 1):
+            qlang = query_language(query)
+        if not others and (qlang == "und" or all(lang == qlang for lang in same)):
+            multilingual = False  # every chunk is in the question's language: nothing to weigh
+    if not unread and not multilingual:
         return None
+
+    def weight_of(lang: str) -> float:
+        if lang == "und":
+            return weight
+        if not reads_script(languages, script_of_language(lang)):
+            return UNCOVERED_WEIGHT
+        if multilingual and reads(languages, lang):
+            cross = script_of_language(lang) != qscript or (qlang != "und" and lang.split("-")[0] != qlang)
+            return CROSS_WEIGHT if cross else weight
+        return weight
+
     found = languages_of(ids)
-    return {i: weight if reads(languages, found.get(i, "und")) else UNCOVERED_WEIGHT for i in ids}
+    return {i: weight_of(found.get(i, "und")) for i in ids}

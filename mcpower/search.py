@@ -263,7 +263,16 @@ def _semantic_weights(store: Store, sides: _Sides, q: str, ids: list[int]) -> di
         return {i: sides.hits[i].language for i in wanted if i in sides.hits}
 
     e = store.info.embedding
-    return semantic_weights(e.model, e.languages, store.info.counts.languages, q, ids, languages_of, SEMANTIC_WEIGHT)
+    return semantic_weights(
+        e.model, e.languages, store.info.counts.languages, q, ids, languages_of, SEMANTIC_WEIGHT, _query_language
+    )
+
+
+def _query_language(q: str) -> str:
+    """The question's language ('und' when too short to tell); loads the language model on first use."""
+    from mcpower.analysis import detect
+
+    return detect(q).language
 
 
 def _hits(

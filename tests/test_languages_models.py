@@ -27,6 +27,11 @@ GERMAN = {
     "garten.md": "# Der Garten im Herbst\n\nIm Herbst werden die Beete umgegraben und die Blätter zusammengerecht.\n",
     "fahrrad.md": "# Fahrrad reparieren\n\nEin platter Reifen wird mit Flicken und etwas Geduld schnell repariert.\n",
 }
+RUSSIAN = {
+    "makarony.md": "# Как варить макароны\n\nВода солится и доводится до кипения, затем в неё кладут макароны.\n",
+    "sad.md": "# Сад осенью\n\nОсенью грядки перекапывают, а листья сгребают в кучи.\n",
+    "velosiped.md": "# Ремонт велосипеда\n\nСпущенное колесо велосипеда быстро заклеивают заплаткой, нужно лишь терпение.\n",
+}
 ENGLISH = {
     "install.md": "# Installing the daemon\n\nInstall the zephyrine daemon with the package manager; it starts on boot.\n",
     "upgrade.md": "# Upgrading\n\nUpgrade the toolkit by downloading the new release and restarting the service.\n",
@@ -99,33 +104,55 @@ def test_a_reingest_keeps_its_model_and_says_when_the_languages_outgrew_it(tmp_p
 
 def test_the_semantic_weight_follows_what_the_model_reads() -> None:
     def never(ids: Sequence[int]) -> dict[int, str]:
-        raise AssertionError("chunk languages looked up although the model reads them all")
+        raise AssertionError("chunk languages looked up although nothing differs")
 
-    langs = {1: "en", 2: "de", 3: "und"}
+    langs = {1: "en", 2: "ru", 3: "und", 4: "de", 5: "ja"}
 
     def lookup(ids: Sequence[int]) -> dict[int, str]:
         return {i: langs[i] for i in ids}
 
-    w = coverage.semantic_weights(DEFAULT_MODEL, None, ["en", "de"], "how to cook pasta", [1, 2, 3], lookup, 0.5)
-    assert w == {1: 0.5, 2: coverage.UNCOVERED_WEIGHT, 3: 0.5}
-    # A question in a script the model reads none of its languages in: the keyword side decides.
+    uncovered, cross = coverage.UNCOVERED_WEIGHT, coverage.CROSS_WEIGHT
+    # The English model: Russian text (a script it reads no language in) counts its cosine less;
+    # German (Latin, where shared words carry signal) does not.
+    w = coverage.semantic_weights(
+        DEFAULT_MODEL, None, ["en", "ru", "de"], "install the package", [1, 2, 3, 4], lookup, 0.5
+    )
+    assert w == {1: 0.5, 2: uncovered, 3: 0.5, 4: 0.5}
+    # A question in a script the model reads no language in: the keyword side decides everywhere.
     assert coverage.semantic_weights(DEFAULT_MODEL, ("en",), ["en"], "強制終了する方法", [1, 2], never, 0.5) == {
-        1: coverage.UNCOVERED_WEIGHT,
-        2: coverage.UNCOVERED_WEIGHT,
+        1: uncovered,
+        2: uncovered,
     }
-    # Nothing to look up: the model reads every language of the dataset and the question's script.
+    # Nothing looked up: the model reads every language of the dataset and the question's script.
     assert coverage.semantic_weights(DEFAULT_MODEL, ("en",), ["en", "und"], "reboot", [1], never, 0.5) is None
-    assert coverage.semantic_weights(MULTILINGUAL_MODEL, None, ["de", "ja"], "強制終了", [1], never, 0.5) is None
-    assert coverage.semantic_weights("some/model", None, ["de"], "Nudeln", [1], never, 0.5) is None  # not known
+    assert coverage.semantic_weights(DEFAULT_MODEL, ("en",), ["en", "de"], "reboot", [1], never, 0.5) is None
+    assert coverage.semantic_weights("some/model", None, ["ru"], "Как", [1], never, 0.5) is None  # not known
+    # The multilingual model: a question in one language on chunks in another weighs meaning over words.
+    e5 = MULTILINGUAL_MODEL
+    assert coverage.semantic_weights(e5, None, ["ja"], "強制終了", [5], never, 0.5) is None  # one language
+    assert coverage.semantic_weights(
+        e5, None, ["ja", "en"], "kill a frozen program", [1, 5], lookup, 0.5, lambda q: "en"
+    ) == {
+        1: 0.5,
+        5: cross,
+    }
+    assert coverage.semantic_weights(
+        e5, None, ["de", "en"], "Paket bauen mit dh_make", [1, 4], lookup, 0.5, lambda q: "de"
+    ) == {
+        1: cross,
+        4: 0.5,
+    }
+    # A question too short to tell its language from that of chunks in the same script: as usual.
+    assert coverage.semantic_weights(e5, None, ["de", "en"], "dh_make", [1, 4], never, 0.5, lambda q: "und") is None
 
 
 class EnglishOnly(FakeEmbedder):
-    """An English model on German text: every German chunk looks like every question (as MiniLM's
+    """An English model on Russian text: every Russian chunk looks like every question (as MiniLM's
     cosines on text it cannot read rank titles and fragments first)."""
 
     model_name = DEFAULT_MODEL
     languages = frozenset({"en"})
-    _GERMAN = re.compile(r"\b(der|die|das|und|wird|werden|mit)\b", re.I)
+    _GERMAN = re.compile(r"[\u0400-\u04ff]")
 
     def _vector(self, text: str) -> np.ndarray:
         noise = np.zeros(self.dimension, dtype=np.float32)
@@ -142,18 +169,18 @@ class EnglishOnly(FakeEmbedder):
 
 def test_a_mixed_language_dataset_ranks_both_languages_fairly(tmp_path: Path) -> None:
     emb = EnglishOnly()
-    src = write_files(tmp_path / "docs", {**ENGLISH, **GERMAN})
+    src = write_files(tmp_path / "docs", {**ENGLISH, **RUSSIAN})
     ingest(src, tmp_path / "ds", IngestOptions(dataset_id="mixed"), embedder=emb)
     counts = read_manifest(tmp_path / "ds" / "mixed" / "manifest.json").counts.languages
-    assert counts.get("de") == 3 and counts.get("en") == 2
+    assert counts.get("ru") == 3 and counts.get("en") == 2
     registry = Registry(tmp_path / "ds", embedder_factory=lambda model: emb, cache_dir=tmp_path / "cache")
 
     def top(question: str) -> str:
         return search(registry, question, "mixed", top_k=3).results[0].path
 
-    # The English answer first, not a German chunk the model cannot read but scores high.
+    # The English answer first, not a Russian chunk the model cannot read but scores high.
     assert top("how do I install the zephyrine daemon") == "install.md"
     assert top("upgrade the toolkit release") == "upgrade.md"
-    # A German question finds its German answer by its words.
-    assert top("platter Reifen reparieren") == "fahrrad.md"
-    assert top("Nudeln kochen Wasser") == "kochen.md"
+    # A Russian question finds its Russian answer by its words.
+    assert top("ремонт велосипеда спущенное колесо") == "velosiped.md"
+    assert top("варить макароны вода") == "makarony.md"

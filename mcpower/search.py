@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING
 
-from mcpower.coverage import semantic_weights
+from mcpower.coverage import cosine_scale, semantic_weights
 from mcpower.defaults import DEFAULT_TOP_K
 from mcpower.defaults import MAX_OFFSET as MAX_OFFSET  # importable from here, as before
 from mcpower.errors import (
@@ -250,7 +250,8 @@ def _search_store(
                 cosines.update(zip(missing, (vecs @ qvec).tolist()))
             bm25s.update(matches.scores_of(cosines))
     weights = _semantic_weights(store, sides, q, list(cosines.keys() | bm25s.keys())) if mode == "hybrid" else None
-    ranked = sides.fused[depth] = fuse(mode, cosines, bm25s, weights)
+    scale = cosine_scale(store.info.embedding.model)
+    ranked = sides.fused[depth] = fuse(mode, cosines, bm25s, weights, scale)
     return _hits(store, sides, ranked, q, k, priors)
 
 

@@ -184,3 +184,18 @@ def test_a_mixed_language_dataset_ranks_both_languages_fairly(tmp_path: Path) ->
     # A Russian question finds its Russian answer by its words.
     assert top("ремонт велосипеда спущенное колесо") == "velosiped.md"
     assert top("варить макароны вода") == "makarony.md"
+
+
+def test_the_multilingual_models_cosines_are_read_on_its_scale() -> None:
+    """multilingual-e5-small gives every pair of texts a cosine of 0.7-0.95: read plainly, nothing is
+    low-confidence and its semantic side hardly varies next to the keyword side."""
+    from mcpower.ranking import LOW_CONFIDENCE, fuse, semantic_score
+
+    e5 = coverage.cosine_scale(MULTILINGUAL_MODEL)
+    assert coverage.cosine_scale(DEFAULT_MODEL) == (0.0, 1.0)
+    # The weakest best passage of a question maint-guide answers, and a typical unrelated question's.
+    assert semantic_score(0.835, e5) > LOW_CONFIDENCE["semantic"] > semantic_score(0.79, e5)
+    assert semantic_score(0.79, e5) < LOW_CONFIDENCE["semantic"] < semantic_score(0.79)
+    ranked = fuse("hybrid", {1: 0.92, 2: 0.80}, {1: 4.0, 2: 16.0}, scale=e5)
+    assert [i for i, _ in ranked] == [1, 2]  # the closer meaning wins over a few more matched words
+    assert [i for i, _ in fuse("hybrid", {1: 0.92, 2: 0.80}, {1: 4.0, 2: 16.0})] == [2, 1]

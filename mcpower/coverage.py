@@ -20,7 +20,7 @@ German from English anyway, and its words are what the keyword side matches.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 from mcpower.defaults import DEFAULT_MODEL, MULTILINGUAL_MODEL
 
@@ -30,9 +30,10 @@ from mcpower.defaults import DEFAULT_MODEL, MULTILINGUAL_MODEL
 # the model does not read but in a script it does (German for the English model) keeps the
 # usual weight: there shared words carry signal (German 0.741 at 0.5, 0.677 at 0.15).
 UNCOVERED_WEIGHT = 0.15
-# The weight of the semantic score where the question and the chunk are in different languages, both
+# The weight of the semantic score when the question is in another language than the dataset, both
 # read by the model: their words do not match, their meanings do (multilingual-e5-small, maint-guide:
-# English questions on the German book 0.524 hybrid, 0.682 semantic alone).
+# English questions on the German book 0.524 hybrid, 0.682 semantic alone). Weighed per chunk
+# instead, it lifted a translated book's stray English chunks above its own for every question.
 CROSS_WEIGHT = 0.8
 
 # Where a packaged model's cosines fall: the cosine taken as a semantic score of 0 and the one taken
@@ -112,7 +113,7 @@ def reads_script(languages: Collection[str] | None, script: str) -> bool:
 def semantic_weights(
     model: str,
     recorded: Collection[str] | None,
-    dataset_languages: Collection[str],
+    dataset_languages: Mapping[str, int],
     query: str,
     ids: Sequence[int],
     languages_of: Callable[[Sequence[int]], dict[int, str]],
@@ -121,40 +122,32 @@ def semantic_weights(
 ) -> dict[int, float] | None:
     """The semantic weight of each candidate of a hybrid search, or None when every one is ``weight``.
 
-    ``UNCOVERED_WEIGHT`` where the model reads neither the chunk's language nor its script, or
-    reads no language of the question's script; ``CROSS_WEIGHT`` where the question and the chunk
-    are in different languages the model reads (only for a model of several languages: the
-    question's language is told by its script, else by ``query_language``, which loads the
-    language model and is called only then). ``languages_of`` gives candidates' languages; it is
-    called only when some candidate may differ.
+    Every candidate weighs ``CROSS_WEIGHT`` when the question is in another language than the
+    dataset's main one (most of its chunks), both read by a model of several languages: told by the
+    question's script, else by ``query_language`` (which loads the language model; called only
+    then). The same weight for all, so chunks of the book's other languages are not lifted above it.
+    A candidate whose language the model reads in no script of (``languages_of`` gives them, looked
+    up only when the dataset holds such a language) weighs ``UNCOVERED_WEIGHT``; so does every one
+    when the model reads no language of the question's script.
     """
     languages = model_languages(model, recorded)
     qscript = script_of_text(query)
     if not reads_script(languages, qscript):
         return dict.fromkeys(ids, UNCOVERED_WEIGHT)
-    told = [lang for lang in dataset_languages if lang != "und"]
-    unread = [lang for lang in told if not reads_script(languages, script_of_language(lang))]
-    multilingual = languages is not None and len(languages) > 1
-    qlang = "und"
-    if multilingual and told:
-        others = [lang for lang in told if script_of_language(lang) != qscript]
-        same = [lang for lang in told if script_of_language(lang) == qscript]
-        if same and query_language is not None and (len(same) > 1 or others or len(told) > 1):
-            qlang = query_language(query)
-        if not others and (qlang == "und" or all(lang == qlang for lang in same)):
-            multilingual = False  # every chunk is in the question's language: nothing to weigh
-    if not unread and not multilingual:
-        return None
-
-    def weight_of(lang: str) -> float:
-        if lang == "und":
-            return weight
-        if not reads_script(languages, script_of_language(lang)):
-            return UNCOVERED_WEIGHT
-        if multilingual and reads(languages, lang):
-            cross = script_of_language(lang) != qscript or (qlang != "und" and lang.split("-")[0] != qlang)
-            return CROSS_WEIGHT if cross else weight
-        return weight
-
+    told = {lang: n for lang, n in dataset_languages.items() if lang != "und"}
+    base = weight
+    if languages is not None and len(languages) > 1 and told:
+        main = max(told, key=lambda lang: told[lang])
+        if reads(languages, main):
+            if script_of_language(main) != qscript:
+                base = CROSS_WEIGHT
+            elif query_language is not None:
+                qlang = query_language(query)
+                if qlang not in ("und", main.split("-")[0]) and reads(languages, qlang):
+                    base = CROSS_WEIGHT
+    if all(reads_script(languages, script_of_language(lang)) for lang in told):
+        return None if base == weight else dict.fromkeys(ids, base)
     found = languages_of(ids)
-    return {i: weight_of(found.get(i, "und")) for i in ids}
+    return {
+        i: base if reads_script(languages, script_of_language(found.get(i, "und"))) else UNCOVERED_WEIGHT for i in ids
+    }

@@ -114,36 +114,35 @@ def test_the_semantic_weight_follows_what_the_model_reads() -> None:
     uncovered, cross = coverage.UNCOVERED_WEIGHT, coverage.CROSS_WEIGHT
     # The English model: Russian text (a script it reads no language in) counts its cosine less;
     # German (Latin, where shared words carry signal) does not.
-    w = coverage.semantic_weights(
-        DEFAULT_MODEL, None, ["en", "ru", "de"], "install the package", [1, 2, 3, 4], lookup, 0.5
-    )
+    mixed = {"en": 10, "ru": 5, "de": 3, "und": 1}
+    w = coverage.semantic_weights(DEFAULT_MODEL, None, mixed, "install the package", [1, 2, 3, 4], lookup, 0.5)
     assert w == {1: 0.5, 2: uncovered, 3: 0.5, 4: 0.5}
     # A question in a script the model reads no language in: the keyword side decides everywhere.
-    assert coverage.semantic_weights(DEFAULT_MODEL, ("en",), ["en"], "強制終了する方法", [1, 2], never, 0.5) == {
+    assert coverage.semantic_weights(DEFAULT_MODEL, ("en",), {"en": 9}, "強制終了する方法", [1, 2], never, 0.5) == {
         1: uncovered,
         2: uncovered,
     }
     # Nothing looked up: the model reads every language of the dataset and the question's script.
-    assert coverage.semantic_weights(DEFAULT_MODEL, ("en",), ["en", "und"], "reboot", [1], never, 0.5) is None
-    assert coverage.semantic_weights(DEFAULT_MODEL, ("en",), ["en", "de"], "reboot", [1], never, 0.5) is None
-    assert coverage.semantic_weights("some/model", None, ["ru"], "Как", [1], never, 0.5) is None  # not known
-    # The multilingual model: a question in one language on chunks in another weighs meaning over words.
+    assert coverage.semantic_weights(DEFAULT_MODEL, ("en",), {"en": 9, "und": 1}, "reboot", [1], never, 0.5) is None
+    assert coverage.semantic_weights(DEFAULT_MODEL, ("en",), {"en": 9, "de": 1}, "reboot", [1], never, 0.5) is None
+    assert coverage.semantic_weights("some/model", None, {"ru": 3}, "Как", [1], never, 0.5) is None  # not known
+    # The multilingual model: a question in another language than the book's weighs meaning over
+    # words, for every chunk alike (the book's stray English chunks are not lifted above it).
     e5 = MULTILINGUAL_MODEL
-    assert coverage.semantic_weights(e5, None, ["ja"], "強制終了", [5], never, 0.5) is None  # one language
-    assert coverage.semantic_weights(
-        e5, None, ["ja", "en"], "kill a frozen program", [1, 5], lookup, 0.5, lambda q: "en"
-    ) == {
-        1: 0.5,
+    book = {"ja": 40, "en": 5}
+    assert coverage.semantic_weights(e5, None, book, "強制終了", [1, 5], never, 0.5, lambda q: "ja") is None
+    assert coverage.semantic_weights(e5, None, book, "kill a frozen program", [1, 5], never, 0.5) == {
+        1: cross,
         5: cross,
     }
-    assert coverage.semantic_weights(
-        e5, None, ["de", "en"], "Paket bauen mit dh_make", [1, 4], lookup, 0.5, lambda q: "de"
-    ) == {
+    german = {"de": 40, "en": 5}
+    assert coverage.semantic_weights(e5, None, german, "build a package", [1, 4], never, 0.5, lambda q: "en") == {
         1: cross,
-        4: 0.5,
+        4: cross,
     }
-    # A question too short to tell its language from that of chunks in the same script: as usual.
-    assert coverage.semantic_weights(e5, None, ["de", "en"], "dh_make", [1, 4], never, 0.5, lambda q: "und") is None
+    assert coverage.semantic_weights(e5, None, german, "Paket bauen", [1, 4], never, 0.5, lambda q: "de") is None
+    # A question too short to tell its language from the book's, in the same script: as usual.
+    assert coverage.semantic_weights(e5, None, german, "dh_make", [1, 4], never, 0.5, lambda q: "und") is None
 
 
 class EnglishOnly(FakeEmbedder):

@@ -39,8 +39,8 @@ logger = logging.getLogger(__name__)
 
 # Files read to tell a folder's languages, spread evenly over its (sorted) files, and the most
 # text taken from each: enough to tell a folder's languages, a small part of what the ingest reads
-# anyway (FastAPI's 155 pages: 3.8 s under a load of 22 on 2 CPUs, 12 s with 64 files of 8,000; the model's loading
-# included, which the ingest's own detection then reuses).
+# anyway (FastAPI's 155 pages: 3.8 s under a load of 22 on 2 CPUs, against 12 s with 64 files of
+# 8,000 characters; the language model's loading included, which the ingest's detection reuses).
 SAMPLE_FILES = 32
 SAMPLE_CHARS = 4000
 # Below this share of English among the text whose language is told, the multilingual model

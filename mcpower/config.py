@@ -54,7 +54,8 @@ class Settings(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
     datasets_dir: Path = Field(DEFAULT_DATASETS_DIR, description="where datasets live")
-    model: str = Field(DEFAULT_MODEL, description="embedding model for new datasets")
+    # None: a plain ingest chooses by the documents' languages (mcpower/model_choice.py).
+    model: str | None = Field(None, description="embedding model for new datasets")
     backend: Backend = Field(DEFAULT_BACKEND, description="ingest embedding backend")
     cache_dir: Path = Field(default_factory=default_cache_dir, description="where derived files are cached")
     log_level: Literal["debug", "info", "warning", "error"] = "info"
@@ -166,9 +167,14 @@ class Settings(BaseModel):
     def variable(name: str) -> str:
         return variable(name)
 
+    @property
+    def query_model(self) -> str:
+        """The operator's own model: MCPOWER_MODEL, else the packaged default (what a search preloads)."""
+        return self.model or DEFAULT_MODEL
+
     def query_models(self) -> list[str]:
         """The models a dataset's manifest may name: the allowed ones and the operator's own ingest model."""
-        names = [m.strip() for m in self.allowed_models.split(",") if m.strip()] + [self.model]
+        names = [m.strip() for m in self.allowed_models.split(",") if m.strip()] + [self.query_model]
         # Folders as absolute paths, as manifests name them; a hub name stays a name, even where the
         # working folder holds a folder of that name.
         return [str(Path(n).expanduser().resolve()) if is_model_path(n) else n for n in names]

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic.alias_generators import to_camel
 
 from mcpower.analysis.languages import LANGUAGE_CODE
-from mcpower.defaults import DEFAULT_TOP_K, Backend
+from mcpower.defaults import DEFAULT_TOP_K, MAX_PROMPT_CHARS, Backend
 from mcpower.defaults import ID_PATTERN as ID_PATTERN  # the id rule and the manifest's bounds live in
 from mcpower.defaults import MANIFEST_NAME as MANIFEST_NAME  # defaults.py (the cold search reads them
 from mcpower.defaults import MAX_ID_CHARS as MAX_ID_CHARS  # without this module); importable from here
@@ -35,6 +35,9 @@ MAX_FILE_TYPES = 64
 # Languages a manifest may count chunks of (the detector tells 176 apart; a dataset holds a few).
 MAX_LANGUAGES = 200
 _SUFFIX = re.compile(r"\.[a-z0-9_+-]{1,15}")
+# The languages a model's record may name.
+MAX_MODEL_LANGUAGES = 300
+_MODEL_LANGUAGE = re.compile(r"[a-z]{2,3}(?:-[a-z0-9]{2,8})?")
 # Chunking bounds a manifest accepts (and ingest checks before it embeds anything).
 MIN_CHUNK_TOKENS, MAX_CHUNK_TOKENS = 16, 8192
 MAX_OVERLAP = 4096
@@ -63,6 +66,21 @@ class EmbeddingInfo(_Model):
     normalized: bool = Field(True, strict=True)
     max_tokens: int = Field(ge=8, le=65536, strict=True)
     model_fingerprint: str = Field(min_length=1, max_length=64)
+    # Put before each query and each document text when they are embedded (E5: "query: ",
+    # "passage: "): searches embed queries with the dataset's own. Absent from manifests written
+    # before prompts were applied, whose datasets were built without any.
+    query_prompt: str = Field("", max_length=MAX_PROMPT_CHARS)
+    document_prompt: str = Field("", max_length=MAX_PROMPT_CHARS)
+    # The languages the model reads (ISO 639 codes, from its model card); None: not known. A search
+    # weighs the semantic score of text in another language less (ranking.py).
+    languages: tuple[str, ...] | None = Field(None, max_length=MAX_MODEL_LANGUAGES)
+
+    @field_validator("languages")
+    @classmethod
+    def _codes(cls, v: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if v is not None and not all(_MODEL_LANGUAGE.fullmatch(code) for code in v):
+            raise ValueError("must be language codes such as 'en' or 'de'")
+        return v
 
 
 class ChunkingInfo(_Model):
@@ -239,6 +257,10 @@ class Manifest(DatasetInfo):
     def to_json(self) -> str:
         """The manifest as written to disk, its keys in the order they have always had."""
         data = self.model_dump(mode="json", by_alias=True)
+        embedding = data["embedding"]
+        for key, empty in (("queryPrompt", ""), ("documentPrompt", ""), ("languages", None)):
+            if embedding.get(key) == empty:
+                embedding.pop(key)  # as manifests were written before the fields existed
         for key in ("source", "analysis"):
             if data.get(key) is None:
                 data.pop(key, None)  # as manifests were written before the field existed

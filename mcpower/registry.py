@@ -239,7 +239,7 @@ class Registry:
         Raises:
             EmbeddingModelError: the dataset's model cannot be loaded here, or differs from it.
         """
-        from mcpower.embedding import check_compatible
+        from mcpower.embedding import check_compatible, with_prompts
 
         model = info.embedding.model
         with self._lock:
@@ -259,7 +259,8 @@ class Registry:
                     with self._lock:
                         self._embedders[model] = emb
         check_compatible(emb, info)  # a cached embedder too: another dataset may need other weights
-        return emb
+        # Queries are embedded with the prompt the dataset was built with (a view sharing the model).
+        return with_prompts(emb, info.embedding.query_prompt, info.embedding.document_prompt)
 
     def _cached(self, emb: Embedder) -> Embedder:
         """``emb`` with its query vectors remembered (keyed by its fingerprint, backend and the text)."""

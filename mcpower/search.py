@@ -12,11 +12,13 @@ A search of every dataset merges their results by a score calibrated per dataset
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING
 
 from mcpower.analysis import query_languages, snippet_terms
+from mcpower.coverage import cosine_scale, semantic_weights
 from mcpower.defaults import DEFAULT_TOP_K
 from mcpower.defaults import MAX_OFFSET as MAX_OFFSET  # importable from here, as before
 from mcpower.errors import (
@@ -36,6 +38,7 @@ from mcpower.priors import apply_priors
 from mcpower.ranking import (
     CANDIDATE_FACTOR,
     MIN_CANDIDATES,
+    SEMANTIC_WEIGHT,
     across_datasets,
     best_snippet,
     fuse,
@@ -249,8 +252,31 @@ def _search_store(
                 vecs = store.vectors(missing)
                 cosines.update(zip(missing, (vecs @ qvec).tolist()))
             bm25s.update(matches.scores_of(cosines))
-    ranked = sides.fused[depth] = fuse(mode, cosines, bm25s)
+    weights = _semantic_weights(store, sides, q, list(cosines.keys() | bm25s.keys())) if mode == "hybrid" else None
+    scale = cosine_scale(store.info.embedding.model)
+    ranked = sides.fused[depth] = fuse(mode, cosines, bm25s, weights, scale)
     return _hits(store, sides, ranked, q, k, priors)
+
+
+def _semantic_weights(store: Store, sides: _Sides, q: str, ids: list[int]) -> dict[int, float] | None:
+    """Each candidate's semantic weight where the model does not read its language (coverage.py);
+    candidates' languages come from their chunks, fetched once per query with the hits."""
+
+    def languages_of(wanted: Sequence[int]) -> dict[int, str]:
+        sides.hits.update(store.chunks([i for i in wanted if i not in sides.hits]))
+        return {i: sides.hits[i].language for i in wanted if i in sides.hits}
+
+    e = store.info.embedding
+    return semantic_weights(
+        e.model, e.languages, store.info.counts.languages, q, ids, languages_of, SEMANTIC_WEIGHT, _query_language
+    )
+
+
+def _query_language(q: str) -> str:
+    """The question's language ('und' when too short to tell); loads the language model on first use."""
+    from mcpower.analysis import detect
+
+    return detect(q).language
 
 
 def _hits(

@@ -85,3 +85,26 @@ def test_a_vector_handed_out_cannot_be_changed() -> None:
     with pytest.raises(ValueError, match="read-only"):
         v *= 2
     assert np.isclose(float(np.linalg.norm(cached.embed_query("zephyrine"))), 1.0)
+
+
+class _Prompted(FakeEmbedder):
+    """A fake that puts its query prompt before each query, as the real backends do."""
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return super().embed_query(self.query_prompt + text)
+
+
+def test_a_dataset_with_a_query_prompt_gets_its_own_vectors() -> None:
+    from mcpower.embedding import with_prompts
+
+    fake = _Prompted()
+    cached = CachedQueries(fake, QueryCache(8))
+    prompted = with_prompts(cached, "query: ", "passage: ")  # what the registry hands an e5 dataset
+
+    plain_vector = cached.embed_query("zephyrine")
+    prompted_vector = prompted.embed_query("zephyrine")
+    prompted.embed_query("zephyrine")
+
+    assert fake.queries == ["zephyrine", "query: zephyrine"]  # the prompt reached the model, once
+    assert not np.allclose(plain_vector, prompted_vector)
+    assert prompted.document_prompt == "passage: "

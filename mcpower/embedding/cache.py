@@ -29,7 +29,7 @@ QUERY_CACHE_SIZE = 1024
 
 
 class QueryCache:
-    """A thread-safe LRU of query vectors, keyed by (model fingerprint, backend, text)."""
+    """A thread-safe LRU of query vectors, keyed by (model fingerprint, backend, prompt and text)."""
 
     def __init__(self, size: int = QUERY_CACHE_SIZE) -> None:
         self.size = size
@@ -75,17 +75,25 @@ class CachedQueries:
         self.model_name, self.backend = inner.model_name, inner.backend
         self.model_fingerprint, self.legacy_fingerprint = inner.model_fingerprint, inner.legacy_fingerprint
         self.dimension, self.max_tokens = inner.dimension, inner.max_tokens
+        # A view with other prompts (embedding.with_prompts copies this object) embeds with them.
+        self.query_prompt, self.document_prompt = inner.query_prompt, inner.document_prompt
+        self.languages = inner.languages
+
+    def _inner(self) -> Embedder:
+        from mcpower.embedding import with_prompts
+
+        return with_prompts(self.inner, self.query_prompt, self.document_prompt)
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        return self.inner.count_tokens(texts)
+        return self._inner().count_tokens(texts)
 
     def embed_documents(self, texts: Sequence[str], progress: ProgressFn | None = None) -> NDArray[np.float32]:
-        return self.inner.embed_documents(texts, progress)
+        return self._inner().embed_documents(texts, progress)
 
     def embed_query(self, text: str) -> NDArray[np.float32]:
         """The query's unit vector, read-only: the wrapped embedder's, remembered."""
-        key = (self.model_fingerprint, self.backend, text)
+        key = (self.model_fingerprint, self.backend, self.query_prompt + text)
         vector = self.cache.get(key)
         if vector is None:
-            vector = self.cache.put(key, self.inner.embed_query(text))
+            vector = self.cache.put(key, self._inner().embed_query(text))
         return vector

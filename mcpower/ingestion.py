@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -34,6 +35,7 @@ from mcpower.manifest import (
     Counts,
     DatasetInfo,
     EmbeddingInfo,
+    Origin,
     SourceInfo,
     is_valid_id,
     now_utc,
@@ -78,6 +80,8 @@ class IngestOptions:
     # Recorded as the source's options instead of the ones above (the watcher re-ingests within its
     # operator's limits, and keeps the record as the dataset's owner made it: watch/limits.py).
     source_record: SourceInfo | None = None
+    # A fetched source (mcpower/sources/): where the folder came from, recorded with it.
+    origin: Origin | None = None
 
 
 @dataclass
@@ -108,6 +112,7 @@ class IngestReport:
     touched: int = 0  # unchanged content, but another size or modification time: recorded anew
     published: bool = True  # False when skip_unchanged found nothing to publish
     notes: list[str] = field(default_factory=list)  # worth telling the user, not errors
+    fetch: Any = None  # a fetched source's report (sources.crawl.CrawlReport, sources.git.GitReport)
 
     def changes(self) -> ReindexCounts:
         """What this ingest changed, as a watcher reports its last re-index."""
@@ -215,7 +220,7 @@ def ingest(
         previous = catalog.current(ds_id)
         try:
             if previous is not None and not opts.replace:
-                _check_same_source(ds_id, previous.info, src)
+                _check_same_source(ds_id, previous.info, src, opts.origin)
             fingerprint = _fingerprint(emb, chunk_tokens, overlap)
             if previous is not None and not opts.full and previous.info.fingerprint != fingerprint:
                 report.rebuild_reason = "the model or chunking settings changed"
@@ -298,14 +303,23 @@ def _held_by_another(catalog: Catalog, ds_id: str) -> bool:
         return True
 
 
-def _check_same_source(ds_id: str, prev: DatasetInfo, src: Path) -> None:
-    """Refuse to rebuild ``ds_id`` from another folder than the one it was built from.
+def _check_same_source(ds_id: str, prev: DatasetInfo, src: Path, origin: Origin | None = None) -> None:
+    """Refuse to rebuild ``ds_id`` from another folder (or site, or repository) than the one it was
+    built from.
 
     Raises:
-        IngestError: the dataset records another source folder.
+        IngestError: the dataset records another source.
     """
     if prev.source is None or prev.source.path == str(src):
         return
+    before = prev.source.origin
+    if before is not None or origin is not None:
+        was = before.url if before is not None else prev.source.path
+        now = origin.url if origin is not None else str(src)
+        raise IngestError(
+            f"dataset {ds_id!r} was built from {was}, not {now}; nothing was changed. To keep both, give "
+            f"this one its own id (--id NEW-ID); to rebuild {ds_id!r} from {now} instead, pass --replace"
+        )
     raise IngestError(
         f"dataset {ds_id!r} was built from {prev.source.path}, not {src}; nothing was changed. "
         f"To keep both, give this one its own id (--id {slugify(src.parent.name + '-' + src.name) or 'NEW-ID'}); "
@@ -316,7 +330,10 @@ def _check_same_source(ds_id: str, prev: DatasetInfo, src: Path) -> None:
 def _source_record(src: Path, opts: IngestOptions, report: IngestReport) -> SourceInfo | None:
     """What the manifest records of the source folder and the options that select its files."""
     if opts.source_record is not None:
-        return opts.source_record.model_copy(update={"path": str(src)})
+        update: dict[str, object] = {"path": str(src)}
+        if opts.origin is not None:
+            update["origin"] = opts.origin
+        return opts.source_record.model_copy(update=update)
     try:
         return SourceInfo(
             path=str(src),
@@ -326,6 +343,7 @@ def _source_record(src: Path, opts: IngestOptions, report: IngestReport) -> Sour
             max_file_bytes=opts.max_file_bytes,
             code=opts.code,
             keep_site_files=opts.keep_site_files,
+            origin=opts.origin,
         )
     except ValidationError as e:
         where, msg = ".".join(str(x) for x in e.errors()[0]["loc"]), e.errors()[0]["msg"]
@@ -339,7 +357,12 @@ def _nothing_changed(prev: DatasetInfo, info: DatasetInfo, report: IngestReport)
     if report.full_rebuild or report.added or report.changed or report.removed or report.touched:
         return False
     ignored = {"updated_at", "mcpower_version"}
-    return prev.model_dump(include=set(DatasetInfo.model_fields) - ignored) == info.model_dump(exclude=ignored)
+    before = prev.model_dump(include=set(DatasetInfo.model_fields) - ignored)
+    after = info.model_dump(exclude=ignored)
+    for record in (before, after):  # a fetch that found nothing new is no new version
+        if record.get("source") and record["source"].get("origin"):
+            record["source"]["origin"].pop("fetched_at", None)
+    return before == after
 
 
 def _fingerprint(emb: embedding.Embedder, chunk_tokens: int, overlap: int) -> str:

@@ -109,6 +109,39 @@ MAX_PATTERNS, MAX_PATTERN_CHARS = 32, 256
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
+def _absent(value: object) -> bool:
+    return value is None
+
+
+class Origin(_Model):
+    """Where a fetched source came from: a crawled site (``web``: its start URL) or a git
+    repository (``git``: its address, the ref asked for, the commit read and the folder taken).
+
+    Untrusted like the rest of a manifest: bounded, no control characters, the commit hex.
+    """
+
+    kind: Literal["web", "git"]
+    url: str = Field(min_length=3, max_length=2048)
+    ref: str | None = Field(None, max_length=256, exclude_if=_absent)
+    commit: str | None = Field(None, pattern=r"^[0-9a-f]{7,64}$", exclude_if=_absent)
+    subdir: str | None = Field(None, max_length=MAX_SOURCE_PATH_CHARS, exclude_if=_absent)
+    fetched_at: datetime | None = Field(None, exclude_if=_absent)
+
+    @field_validator("url", "ref", "subdir")
+    @classmethod
+    def _printable(cls, v: str | None) -> str | None:
+        if v is not None and _CONTROL.search(v):
+            raise ValueError("must not hold control characters")
+        return v
+
+    @field_validator("subdir")
+    @classmethod
+    def _relative(cls, v: str | None) -> str | None:
+        if v is not None and (v.startswith("/") or ".." in PurePosixPath(v).parts):
+            raise ValueError("must be a folder inside the repository")
+        return v
+
+
 class SourceInfo(_Model):
     """Where a dataset was ingested from and how, so `--watch` can ingest it again the same way.
 
@@ -123,6 +156,8 @@ class SourceInfo(_Model):
     max_file_bytes: int = Field(ge=1, le=1 << 40, strict=True)
     code: bool = Field(False, strict=True)  # built with --code (source files read too)
     keep_site_files: bool = Field(False, strict=True)  # built with --keep-site-files (mcpower/sites.py)
+    # A fetched source (mcpower/sources/): ``path`` is then its folder in mcpower's cache.
+    origin: Origin | None = Field(None, exclude_if=_absent)
 
     @field_validator("path")
     @classmethod

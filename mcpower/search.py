@@ -59,6 +59,7 @@ from mcpower.results import (
 )
 from mcpower.results import MIN_SNIPPET_CHARS as MIN_SNIPPET_CHARS  # importable from here, as before
 from mcpower.store import ChunkHit, KeywordMatches, Store
+from mcpower.sources.citation import url_of
 from mcpower.terms import query_terms
 
 if TYPE_CHECKING:
@@ -156,7 +157,12 @@ def search(
     ranked = [(store_id, p) for _, store_id, _, p in merged if p.score >= min_score]
     sources = {s.info.id: s.info.source for s in stores}
     picked = [
-        (store_id, p, registry.freshness.why(sources[store_id], p.best.path, p.best.size, p.best.mtime))
+        (
+            store_id,
+            p,
+            registry.freshness.why(sources[store_id], p.best.path, p.best.size, p.best.mtime),
+            url_of(sources[store_id], p.best.path),
+        )
         for store_id, p in ranked[offset : offset + k]
     ]
     meta = SearchMeta(
@@ -172,7 +178,7 @@ def search(
         next_offset=offset + len(picked) if len(ranked) > offset + len(picked) and paging else None,
     )
     results, cut = fit_results(
-        lambda chars: [_result(store_id, p, terms, chars, stale) for store_id, p, stale in picked],
+        lambda chars: [_result(store_id, p, terms, chars, stale, url) for store_id, p, stale, url in picked],
         snippet_chars,
         max_bytes,
         max_tokens,
@@ -263,7 +269,9 @@ def _hits(
     return apply_priors(ranked, fetch, q, k, priors)
 
 
-def _result(dataset: str, p: Passage, terms: list[str], snippet_chars: int, stale: str) -> SearchResult:
+def _result(
+    dataset: str, p: Passage, terms: list[str], snippet_chars: int, stale: str, url: str | None = None
+) -> SearchResult:
     hit = p.best  # names, scores and shows the passage: get_source and get_metadata take its id
     return SearchResult(
         result_id=make_result_id(dataset, hit.id),
@@ -279,4 +287,5 @@ def _result(dataset: str, p: Passage, terms: list[str], snippet_chars: int, stal
         indexed_at=hit.indexed_at,
         stale=bool(stale),
         stale_reason=stale or None,
+        url=url,
     )

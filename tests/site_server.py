@@ -18,7 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-TYPES = {".html": "text/html; charset=utf-8", ".md": "text/markdown", ".txt": "text/plain", ".pdf": "application/pdf"}
+TYPES = {".html": "text/html; charset=utf-8", ".md": "text/markdown", ".txt": "text/plain", ".pdf": "application/pdf", ".png": "image/png"}
 MODIFIED = email.utils.formatdate(1_700_000_000, usegmt=True)
 
 Handler = Callable[[BaseHTTPRequestHandler], None]

@@ -16,7 +16,11 @@ from typing import Any, TextIO
 # folder writes ~90 lines, not thousands.
 PLAIN_EVERY = 10.0
 
-_VERBS = {"files": ("reading", "read", "files"), "chunks": ("embedding", "embedded", "chunks")}
+_VERBS = {
+    "pages": ("fetching", "fetched", "pages"),
+    "files": ("reading", "read", "files"),
+    "chunks": ("embedding", "embedded", "chunks"),
+}
 
 
 def plural(n: int, word: str) -> str:

@@ -250,9 +250,8 @@ class Crawl:
                 self.report.notes.append(f"{url}: over {len(links.links)} links, the rest not followed")
             canonical = links.canonical
             if canonical and canonical != url and self.scope.contains(canonical) and "?" not in canonical:
-                if canonical not in self.queued:
-                    self._enqueue(canonical)
-                    return False  # the canonical URL is fetched as itself
+                self._enqueue(canonical)
+                return False  # this page is a copy: the canonical URL is fetched as itself
             for link in links.links:
                 self._enqueue(link)
         try:

@@ -58,8 +58,8 @@ from mcpower.results import (
     fit_results,
 )
 from mcpower.results import MIN_SNIPPET_CHARS as MIN_SNIPPET_CHARS  # importable from here, as before
-from mcpower.store import ChunkHit, KeywordMatches, Store
 from mcpower.sources.citation import url_of
+from mcpower.store import ChunkHit, KeywordMatches, Store
 from mcpower.terms import query_terms
 
 if TYPE_CHECKING:

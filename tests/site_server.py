@@ -18,7 +18,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-TYPES = {".html": "text/html; charset=utf-8", ".md": "text/markdown", ".txt": "text/plain", ".pdf": "application/pdf", ".png": "image/png"}
+TYPES = {
+    ".html": "text/html; charset=utf-8",
+    ".md": "text/markdown",
+    ".txt": "text/plain",
+    ".pdf": "application/pdf",
+    ".png": "image/png",
+}
 MODIFIED = email.utils.formatdate(1_700_000_000, usegmt=True)
 
 Handler = Callable[[BaseHTTPRequestHandler], None]
@@ -71,7 +77,7 @@ def _handler(site: Site) -> type[BaseHTTPRequestHandler]:
         def log_message(self, *args: Any) -> None:
             pass
 
-        def do_GET(self) -> None:  # noqa: N802
+        def do_GET(self) -> None:
             path = self.path.split("?")[0]
             with site.lock:
                 site.requests.append((self.path, {k.lower(): v for k, v in self.headers.items()}))

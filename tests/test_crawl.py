@@ -73,7 +73,7 @@ def test_a_crawl_takes_every_page_under_the_prefix_and_nothing_else(
     assert paths == {"index.html", "install.html", "usage/index.html", "orphan.html", "notes.md"}
     asked = [p for p, _ in site.requests]
     assert "/docs/private/keys.html" not in asked and "/blog/" not in asked  # robots, scope
-    assert ("http://127.0.0.1:%d/docs/private/keys.html" % site.port, "forbidden by robots.txt") in report.fetch.skipped
+    assert (site.base + "/docs/private/keys.html", "forbidden by robots.txt") in report.fetch.skipped
     assert any(why.startswith("content type image/png") for _, why in report.fetch.skipped)
     info = registry.store("web").info
     assert info.source is not None and info.source.origin is not None

@@ -27,7 +27,10 @@ InFlight = Annotated[
 PageTimeout = Annotated[
     float,
     typer.Option(
-        "--page-timeout", min=1, help="Seconds a page may take, redirects and body included.", rich_help_panel="Fetching"
+        "--page-timeout",
+        min=1,
+        help="Seconds a page may take, redirects and body included.",
+        rich_help_panel="Fetching",
     ),
 ]
 CrawlTimeout = Annotated[
@@ -56,11 +59,15 @@ Ref = Annotated[
 ]
 Subdir = Annotated[
     str | None,
-    typer.Option("--subdir", help="Ingest only this folder of the repository (e.g. docs/).", rich_help_panel="Fetching"),
+    typer.Option(
+        "--subdir", help="Ingest only this folder of the repository (e.g. docs/).", rich_help_panel="Fetching"
+    ),
 ]
 GitFlag = Annotated[
     bool,
-    typer.Option("--git", help="The http(s) URL is a git repository (one ending in .git is).", rich_help_panel="Fetching"),
+    typer.Option(
+        "--git", help="The http(s) URL is a git repository (one ending in .git is).", rich_help_panel="Fetching"
+    ),
 ]
 Submodules = Annotated[
     bool,
@@ -148,7 +155,9 @@ def show_fetch(fetched: Any) -> None:
     if isinstance(fetched, GitReport):
         was = f" (was {fetched.previous[:12]})" if fetched.previous and fetched.previous != fetched.commit else ""
         verb = "cloned" if fetched.cloned else "fetched"
-        typer.echo(f"{verb} {fetched.repository} at {fetched.commit[:12]}{was} in {duration(fetched.seconds)}", err=True)
+        typer.echo(
+            f"{verb} {fetched.repository} at {fetched.commit[:12]}{was} in {duration(fetched.seconds)}", err=True
+        )
         return
     if not isinstance(fetched, CrawlReport):
         return

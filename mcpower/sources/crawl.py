@@ -32,7 +32,7 @@ import anyio
 from mcpower.chunking import size_limit
 from mcpower.manifest import now_utc
 from mcpower.sources.content import as_utf8, content_kind, media_type, suffix_of
-from mcpower.sources.http import Client, FetchError, Fetched
+from mcpower.sources.http import Client, Fetched, FetchError
 from mcpower.sources.links import page_links
 from mcpower.sources.mirror import CrawlState, PageState, remove_pages, store_page
 from mcpower.sources.robots import Robots, fetch_robots
@@ -219,7 +219,9 @@ class Crawl:
                 self.report.skip(url, f"HTTP {fetched.status}")
             return False
         if fetched.status != 200:
-            hint = " (for docs behind a login, pass --header 'Authorization: ...')" if fetched.status in (401, 403) else ""
+            hint = (
+                " (for docs behind a login, pass --header 'Authorization: ...')" if fetched.status in (401, 403) else ""
+            )
             return self._failed(url, rel_before if have else None, f"HTTP {fetched.status}{hint}")
         return self._stored(fetched)
 
@@ -309,9 +311,7 @@ class Crawl:
                     self.new.pages[rel] = page
                     self.report.kept.append((page.url, "not looked at again: the crawl's time limit"))
         gone = [rel for rel in self.old.pages if rel not in self.new.pages]
-        self.report.removed += [
-            self.old.pages[r].url for r in gone if self.old.pages[r].url not in self.report.removed
-        ]
+        self.report.removed += [self.old.pages[r].url for r in gone if self.old.pages[r].url not in self.report.removed]
         stray = [p.relative_to(self.root).as_posix() for p in self.root.rglob("*") if p.is_file()]
         remove_pages(self.root, [*gone, *(r for r in stray if r not in self.new.pages and r not in gone)])
         self.new.write(self.folder)

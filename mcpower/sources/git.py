@@ -132,7 +132,7 @@ def fetch_repository(
         args = ["clone", "--depth", "1", "--no-tags", "--single-branch"]
         args += ["--branch", ref] if ref else []
         args += ["--recurse-submodules", "--shallow-submodules"] if submodules else ["--no-recurse-submodules"]
-        run.check(args + ["--", url, str(checkout)], cwd=folder)
+        run.check([*args, "--", url, str(checkout)], cwd=folder)
         report.cloned = True
     else:
         run.check(["reset", "--hard", "-q", "FETCH_HEAD"], cwd=checkout)

@@ -56,7 +56,7 @@ def parse_header(text: str) -> tuple[str, str]:
     """
     name, sep, value = text.partition(":")
     name, value = name.strip(), value.strip()
-    if not sep or not name or any(c in name for c in " \t()<>@,;:\\\"/[]?={}") or not name.isascii():
+    if not sep or not name or any(c in name for c in ' \t()<>@,;:\\"/[]?={}') or not name.isascii():
         raise ValueError("a header must be given as 'Name: value'")
     if any(c in value for c in "\r\n\x00"):
         raise ValueError(f"header {name}: the value holds a line break or NUL")
@@ -182,7 +182,7 @@ class Client:
                     limit = max_bytes(kept.get("content-type", ""), url) if callable(max_bytes) else max_bytes
                     decoder = _Decoder(kept.get("content-encoding", ""), limit, truncate)
                     parts = []
-                    async for piece in response.aiter_stream():  # type: ignore[attr-defined]
+                    async for piece in response.aiter_stream():
                         parts.append(decoder.feed(piece))
                         if decoder.truncated:
                             break

@@ -63,7 +63,9 @@ async def fetch_robots(client: Client, origin: str) -> Robots:
         raise RobotsUnavailableError(f"{url}: HTTP {fetched.status}")
     notes = []
     if fetched.truncated:
-        notes.append(f"robots.txt is over {MAX_ROBOTS_BYTES // 1024} KiB: only its first {MAX_ROBOTS_BYTES // 1024} KiB read")
+        notes.append(
+            f"robots.txt is over {MAX_ROBOTS_BYTES // 1024} KiB: only its first {MAX_ROBOTS_BYTES // 1024} KiB read"
+        )
     from protego import Protego
 
     text = fetched.body.decode("utf-8", "replace")

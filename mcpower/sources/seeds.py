@@ -38,7 +38,10 @@ async def find_seeds(
 ) -> Seeds:
     """In-scope page URLs from the site's sitemaps and llms.txt, at most ``limit`` of them."""
     seeds = Seeds()
-    same_site = lambda u: u.startswith(scope.origin + "/")  # noqa: E731
+
+    def same_site(u: str) -> bool:
+        return u.startswith(scope.origin + "/")
+
     queue = [u for u in robot_sitemaps if same_site(u)]
     queue += [scope.root + "sitemap.xml", scope.origin + "/sitemap.xml"]
     seen: set[str] = set()
@@ -80,7 +83,9 @@ async def find_seeds(
     return seeds
 
 
-async def _get(client: Client, url: str, max_bytes: int, same_site: Callable[[str], bool], seeds: Seeds) -> bytes | None:
+async def _get(
+    client: Client, url: str, max_bytes: int, same_site: Callable[[str], bool], seeds: Seeds
+) -> bytes | None:
     try:
         fetched = await client.get(url, in_scope=same_site, max_bytes=max_bytes)
     except FetchError as e:

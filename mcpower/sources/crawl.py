@@ -33,7 +33,7 @@ from mcpower.chunking import size_limit
 from mcpower.manifest import now_utc
 from mcpower.sources.content import as_utf8, content_kind, media_type, suffix_of
 from mcpower.sources.http import Client, Fetched, FetchError
-from mcpower.sources.links import page_links
+from mcpower.sources.links import markdown_links, page_links
 from mcpower.sources.mirror import CrawlState, PageState, remove_pages, store_page
 from mcpower.sources.robots import Robots, fetch_robots
 from mcpower.sources.seeds import find_seeds
@@ -48,6 +48,10 @@ DEFAULT_IN_FLIGHT = 4
 DEFAULT_PAGE_TIMEOUT = 30.0
 DEFAULT_TOTAL_TIMEOUT = 3600.0
 MAX_QUEUED = 100_000  # URLs known and not yet fetched: a bound on memory whatever pages link to
+# Requests per page allowed: links that fail (404s, redirects out of scope, types not read) cost
+# requests without adding pages; a crawl stops after this many per page of its limit (30 at least).
+REQUESTS_PER_PAGE = 3
+MIN_REQUESTS = 30
 MAX_REPORTED = 1000  # skipped URLs kept for the report (the rest are counted)
 
 ProgressCallback = Callable[[str, int, int], None]
@@ -79,7 +83,7 @@ class CrawlReport:
     conditional: int = 0  # requests sent with validators
     furniture: int = 0  # links to a generator's furniture not followed
     seeds: list[str] = field(default_factory=list)  # sitemaps and llms.txt read
-    stopped: str | None = None  # "page limit", "time limit"
+    stopped: str | None = None  # "page limit", "request limit", "time limit"
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -107,8 +111,9 @@ class Crawl:
         self.report = CrawlReport(self.scope.root)
         self.robots = Robots()
         self.queued: set[str] = set()
-        self.reserved = 0
-        self.done = 0
+        self.reserved = 0  # pages stored or being fetched
+        self.done = 0  # pages stored
+        self._slots = anyio.Condition()
         self._next_start = 0.0
 
     async def run(self, client: Client) -> CrawlReport:
@@ -169,20 +174,27 @@ class Crawl:
         if not self.robots.allows(url):
             self.report.skip(url, "forbidden by robots.txt")
             return
-        if self.reserved >= self.options.max_pages:
-            self.report.stopped = "page limit"
+        if self.client.requests >= max(MIN_REQUESTS, REQUESTS_PER_PAGE * self.options.max_pages):
+            self.report.stopped = self.report.stopped or "request limit"
             return
-        self.reserved += 1
+        async with self._slots:  # a page fetched in flight may fail and give its place back: wait for it
+            while self.reserved >= self.options.max_pages and self.done < self.options.max_pages:
+                await self._slots.wait()
+            if self.done >= self.options.max_pages:
+                self.report.stopped = "page limit"
+                return
+            self.reserved += 1
         stored = False
         try:
             stored = await self._fetch(url)
         finally:
-            if not stored:
-                self.reserved -= 1
-            else:
-                self.done += 1
-                if self.progress is not None:
-                    self.progress("pages", self.done, max(self.done, min(len(self.queued), self.options.max_pages)))
+            with anyio.CancelScope(shield=True):
+                async with self._slots:
+                    self.done += stored
+                    self.reserved -= not stored
+                    self._slots.notify_all()
+        if stored and self.progress is not None:
+            self.progress("pages", self.done, max(self.done, min(len(self.queued), self.options.max_pages)))
 
     async def _polite(self) -> None:
         """Wait for this request's turn under Crawl-delay."""
@@ -256,6 +268,9 @@ class Crawl:
                 return False  # this page is a copy: the canonical URL is fetched as itself
             for link in links.links:
                 self._enqueue(link)
+        elif kind == "markdown":
+            for link in markdown_links(body, url).links:
+                self._enqueue(link)
         try:
             rel = self.scope.path_of(url, kind)
         except URLError as e:
@@ -294,12 +309,13 @@ class Crawl:
             known.content_type,
             now_utc().isoformat(),
         )
-        if path.suffix == ".html":
+        if path.suffix in (".html", ".md"):
             try:
                 body = path.read_bytes()
             except OSError:
                 return True
-            for link in page_links(body, known.url).links:
+            found = page_links(body, known.url) if path.suffix == ".html" else markdown_links(body, known.url)
+            for link in found.links:
                 self._enqueue(link)
         return True
 

@@ -34,12 +34,14 @@ def address_class(ip: Address) -> str:
     """'public', 'private', 'loopback', 'link-local', or 'forbidden' (unspecified, multicast, reserved)."""
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
         ip = ip.ipv4_mapped
-    if ip.is_unspecified or ip.is_multicast or ip.is_reserved:
+    if ip.is_unspecified:
         return "forbidden"
     if ip.is_loopback:
         return "loopback"
     if ip.is_link_local:
         return "link-local"
+    if ip.is_multicast or ip.is_reserved:
+        return "forbidden"
     if ip.is_global:
         return "public"
     return "private"  # RFC 1918, unique local, shared address space, documentation ranges ...

@@ -268,7 +268,7 @@ class _Decoder:
             self.truncated = True
             return piece[: len(piece) - (self.size - self.limit)]
         if self.size > self.limit:
-            raise FetchError(f"larger than the {self.limit / 1e6:g} MB limit for a page (as decoded)")
+            raise FetchError(f"larger than the {self.limit / 2**20:g} MB limit for a page (as decoded)")
         return piece
 
 

@@ -12,6 +12,7 @@ assets: as mcpower/sites.py skips in a folder) are left out and counted.
 from __future__ import annotations
 
 import fnmatch
+import re
 from dataclasses import dataclass, field
 
 from mcpower.sources.urls import join
@@ -22,6 +23,10 @@ _FURNITURE = {
     "sphinx": (("genindex*.html", "search.html", "*-modindex.html", "404.html"), ("_sources", "_static", "_modules")),
     "mkdocs": (("search.html", "404.html"), ("search", "assets")),
 }
+
+
+# A Markdown inline link's target: [text](target "title"), <target> allowed.
+MARKDOWN_LINK = re.compile(r"\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 
 
 @dataclass
@@ -80,3 +85,19 @@ def _is_furniture(url: str, names: tuple[str, ...], folders: tuple[str, ...]) ->
     path = url.split("?")[0].split("://", 1)[-1]
     segments = path.split("/")[1:]
     return any(s in folders for s in segments[:-1]) or any(fnmatch.fnmatch(segments[-1], g) for g in names)
+
+
+def markdown_links(body: bytes, url: str) -> PageLinks:
+    """The inline links of a Markdown page (a site that serves its Markdown, an llms.txt)."""
+    out = PageLinks()
+    seen: set[str] = set()
+    for href in MARKDOWN_LINK.findall(body.decode("utf-8", "replace")):
+        target = join(url, href)
+        if target is None or (target := target.split("#")[0]) in seen:
+            continue
+        if len(out.links) >= MAX_LINKS:
+            out.capped = True
+            break
+        seen.add(target)
+        out.links.append(target)
+    return out

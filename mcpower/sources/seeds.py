@@ -17,13 +17,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from mcpower.sources.http import Client, FetchError
+from mcpower.sources.links import markdown_links
 from mcpower.sources.urls import Scope, join
 
 MAX_SITEMAP_BYTES = 10 * 1024 * 1024  # the sitemaps protocol allows 50 MB; docs sites' are far smaller
 MAX_SITEMAPS = 20  # sitemap files read per crawl (an index's children included)
 MAX_LLMS_BYTES = 1024 * 1024
 _LOC = re.compile(r"\{[^}]*\}loc$|^loc$")
-_MD_LINK = re.compile(r"\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 
 
 @dataclass
@@ -74,9 +74,8 @@ async def find_seeds(
         if body is None:
             continue
         seeds.found.append(url)
-        for href in _MD_LINK.findall(body.decode("utf-8", "replace")):
-            target = join(url, href)
-            if target is not None and scope.contains(target) and target not in seeds.urls:
+        for target in markdown_links(body, url).links:
+            if scope.contains(target) and target not in seeds.urls:
                 seeds.urls.append(target)
         break
     del seeds.urls[limit:]

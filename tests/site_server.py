@@ -97,6 +97,8 @@ def _handler(site: Site) -> type[BaseHTTPRequestHandler]:
                 if hold:
                     with site.cond:
                         site.cond.wait_for(lambda: site.released or site.in_flight >= site.hold_until, timeout=5)
+                        # Then a while longer: a client that allowed more in flight would send them now.
+                        site.cond.wait_for(lambda: site.in_flight > site.hold_until, timeout=0.5)
                         site.released = True
                         site.cond.notify_all()
                 self._answer(path)

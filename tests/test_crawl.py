@@ -218,3 +218,30 @@ def test_serve_watch_refresh_re_crawls_on_its_interval(
             assert state is not None and state.last_counts is not None and state.last_counts.changed == 1
         finally:
             refresher.stop()
+
+
+def test_datasets_and_the_web_pages_show_the_site_and_link_the_page(crawled: Crawled) -> None:
+    import anyio
+    from asgi_fixtures import app_serving, asgi_client
+
+    from mcpower.server.http import HttpOptions
+
+    listing = CliRunner().invoke(app, ["datasets", "--datasets-dir", str(crawled.datasets)])
+    assert f"site {crawled.site.base}/docs/ fetched " in listing.stdout
+    registry = Registry(crawled.datasets, embedder_factory=lambda model: FakeEmbedder())
+
+    async def pages() -> tuple[str, str, dict[str, Any]]:
+        async with app_serving(registry, HttpOptions(token=None)) as (_, web), asgi_client(web) as h:
+            datasets = (await h.get("/")).text
+            found = (await h.get("/search", params={"q": "frobnicator dial", "format": "json"})).json()
+            top = found["response"]["results"][0]
+            return datasets, (await h.get("/doc", params={"id": top["result_id"]})).text, top
+
+    try:
+        datasets, doc, top = anyio.run(pages)
+    finally:
+        registry.close()
+    url = crawled.site.base + "/docs/usage/"
+    assert top["url"] == url
+    assert f'href="{crawled.site.base}/docs/"' in datasets and 'data-testid="dataset-fetched"' in datasets
+    assert f'<a href="{url}" rel="noopener noreferrer" data-testid="doc-url">' in doc

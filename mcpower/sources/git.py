@@ -175,15 +175,20 @@ class _Runner:
     def git(self, args: list[str], cwd: Path) -> str | None:
         """Run git; None on success, else its last words (what failed)."""
         command = ["git", *self.args, *args]
-        process = subprocess.Popen(
-            command,
-            cwd=cwd,
-            env=self.env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            start_new_session=True,  # its ssh and helpers are stopped with it
-        )
+        try:
+            process = subprocess.Popen(
+                command,
+                cwd=cwd,
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                start_new_session=True,  # its ssh and helpers are stopped with it
+            )
+        except FileNotFoundError:
+            return "the git command is not installed (install git to ingest repositories)"
+        except OSError as e:
+            return f"git cannot be run ({e.strerror})"
         deadline = time.monotonic() + self.timeout
         why = None
         while True:

@@ -1,6 +1,7 @@
 """robots.txt, as RFC 9309 says a crawler reads it, parsed by protego.
 
-- Fetched once per crawl from the site's root, following redirects on the same site.
+- Fetched once per crawl from the site's root, following redirects on the same host (http to
+  https included).
 - Its first 500 KiB are parsed (the RFC's floor, and Google's limit); the rest is ignored, and the
   report says so. A 10 MB file costs 500 KiB.
 - 2xx: its rules for ``mcpower``'s group, else ``*``'s. 4xx (no file, or forbidden): everything
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from mcpower.sources.http import ROBOTS_AGENT, Client, FetchError
 
@@ -47,10 +49,11 @@ async def fetch_robots(client: Client, origin: str) -> Robots:
         RobotsUnavailableError: a server error or no answer (the crawl must not go on).
     """
     url = origin + "/robots.txt"
+    host = urlsplit(origin).hostname
     try:
         fetched = await client.get(
             url,
-            in_scope=lambda u: u.startswith(origin + "/"),
+            in_scope=lambda u: urlsplit(u).hostname == host,  # http -> https of the same site, say
             max_bytes=MAX_ROBOTS_BYTES,
             accept="text/plain",
             truncate=True,

@@ -223,7 +223,7 @@ class Crawl:
             return self._failed(url, rel_before if have else None, str(e))
         if fetched.status == 304 and have and known is not None and rel_before is not None:
             self.report.not_modified += 1
-            return self._keep(rel_before, known, fetched, self.root / rel_before)
+            return await self._keep(rel_before, known, fetched, self.root / rel_before)
         if fetched.status in (404, 410):
             if have:
                 self.report.removed.append(url)
@@ -235,7 +235,7 @@ class Crawl:
                 " (for docs behind a login, pass --header 'Authorization: ...')" if fetched.status in (401, 403) else ""
             )
             return self._failed(url, rel_before if have else None, f"HTTP {fetched.status}{hint}")
-        return self._stored(fetched)
+        return await self._stored(fetched)
 
     def _limit(self, content_type: str, url: str) -> int:
         kind = content_kind(content_type, url, b"")
@@ -249,7 +249,7 @@ class Crawl:
         self.new.pages[rel] = self.old.pages[rel]
         return True
 
-    def _stored(self, fetched: Fetched) -> bool:
+    async def _stored(self, fetched: Fetched) -> bool:
         url = fetched.url
         kind = content_kind(fetched.headers.get("content-type", ""), url, fetched.body[:1024])
         if kind is None:
@@ -258,7 +258,7 @@ class Crawl:
             return False
         body = as_utf8(fetched.body, fetched.headers.get("content-type", ""), kind)
         if kind == "html":
-            links = page_links(body, url)
+            links = await anyio.to_thread.run_sync(page_links, body, url)  # parsing overlaps the network
             self.report.furniture += links.furniture
             if links.capped:
                 self.report.notes.append(f"{url}: over {len(links.links)} links, the rest not followed")
@@ -299,7 +299,7 @@ class Crawl:
         )
         return True
 
-    def _keep(self, rel: str, known: PageState, fetched: Fetched, path: Path) -> bool:
+    async def _keep(self, rel: str, known: PageState, fetched: Fetched, path: Path) -> bool:
         if rel in self.new.pages:
             return False
         self.new.pages[rel] = PageState(
@@ -314,7 +314,8 @@ class Crawl:
                 body = path.read_bytes()
             except OSError:
                 return True
-            found = page_links(body, known.url) if path.suffix == ".html" else markdown_links(body, known.url)
+            reader = page_links if path.suffix == ".html" else markdown_links
+            found = await anyio.to_thread.run_sync(reader, body, known.url)
             for link in found.links:
                 self._enqueue(link)
         return True

@@ -60,15 +60,14 @@ def page_links(body: bytes, url: str) -> PageLinks:
             out.canonical = join(base, el.get("href") or "")
     names, folders = next((v for k, v in _FURNITURE.items() if generator.startswith(k)), ((), ()))
     seen: set[str] = set()
+    hrefs: set[str] = set()
     for el in root.iter("a", "area"):
-        href = el.get("href")
-        if not href or "nofollow" in (el.get("rel") or "").lower().split():
+        href = (el.get("href") or "").split("#")[0]  # a page's links are mostly to places in pages
+        if not href or href in hrefs or "nofollow" in (el.get("rel") or "").lower().split():
             continue
+        hrefs.add(href)
         target = join(base, href)
-        if target is None:
-            continue
-        target = target.split("#")[0]
-        if target in seen:
+        if target is None or target in seen:
             continue
         if names and _is_furniture(target, names, folders):
             out.furniture += 1

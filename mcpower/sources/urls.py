@@ -20,12 +20,15 @@ out of the mapping and reported as skipped.
 
 from __future__ import annotations
 
+import functools
 import posixpath
+import re
 from dataclasses import dataclass
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 # A segment's characters a normalised URL keeps bare (RFC 3986 unreserved, sub-delims, ':' and '@').
 _SAFE = "!$&'()*+,;=:@-._~"
+_SPACE_OR_CONTROL = re.compile(r"[\x00-\x20\x7f]")
 ADDED = "^"  # marks a suffix mcpower added to a URL's name
 # File names and paths the mirror writes: well under NAME_MAX (255 bytes) and PATH_MAX.
 MAX_SEGMENT_BYTES = 200
@@ -61,8 +64,13 @@ def normalize(url: str) -> str:
     """
     if len(url) > MAX_URL_CHARS:
         raise URLError(f"longer than {MAX_URL_CHARS} characters")
-    if any(ord(c) < 0x21 or c == "\x7f" for c in url):
+    if _SPACE_OR_CONTROL.search(url):
         raise URLError("holds spaces or control characters")
+    return _normalize(url)
+
+
+@functools.lru_cache(maxsize=65_536)  # a site's pages share most of their links
+def _normalize(url: str) -> str:
     try:
         parts = urlsplit(url)
         port = parts.port

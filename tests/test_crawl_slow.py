@@ -74,11 +74,13 @@ def test_a_repository_by_file_url(tmp_path: Path) -> None:
     git(work, "remote", "add", "origin", str(bare))
 
     assert mcpower("ingest", bare.as_uri(), "--id", "gitdocs", "--quiet", cwd=tmp_path).returncode == 0
-    hit = json.loads(mcpower("search", "gitdocs", "reticulating splines", "--json", cwd=tmp_path).stdout)["results"][0]
+    found = mcpower("search", "gitdocs", "reticulating splines", "--json", cwd=tmp_path)
+    hit = json.loads(found.stdout)["results"][0]
     assert hit["path"] == "docs/setup.md"
 
     commit(work, {"docs/backup.md": "# Backups\n\nSnapshots go to the walrus vault every night.\n"}, "2")
     git(work, "push", "-q", "origin", "HEAD")
     assert mcpower("ingest", bare.as_uri(), "--id", "gitdocs", "--quiet", cwd=tmp_path).returncode == 0
-    hit = json.loads(mcpower("search", "gitdocs", "nightly snapshots vault", "--json", cwd=tmp_path).stdout)["results"][0]
+    found = mcpower("search", "gitdocs", "nightly snapshots vault", "--json", cwd=tmp_path)
+    hit = json.loads(found.stdout)["results"][0]
     assert hit["path"] == "docs/backup.md"

@@ -71,6 +71,12 @@ class Settings(BaseModel):
         False,
         description="serve --watch: follow symlinks out of a folder, for datasets ingested with --follow-symlinks",
     )
+    refresh: float = Field(
+        3600.0,
+        ge=0,
+        description="serve --watch: seconds between re-fetches of datasets ingested from a site or a repository "
+        "(0: never)",
+    )
     watch_code: bool = Field(
         True, description="serve --watch: read source code, for datasets ingested with --include '*.py' (or --code)"
     )

@@ -17,8 +17,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-
-from pydantic import ValidationError
+from typing import Any
 
 from mcpower import __version__, embedding, gitignore, model_choice
 from mcpower.analysis import SCHEME, normalize_language
@@ -37,11 +36,13 @@ from mcpower.manifest import (
     Counts,
     DatasetInfo,
     EmbeddingInfo,
+    Origin,
     SourceInfo,
     is_valid_id,
     now_utc,
     slugify,
 )
+from mcpower.provenance import check_same_source, source_record
 from mcpower.results import ReindexCounts
 from mcpower.store import Catalog, DatasetBuild
 from mcpower.store.local import LocalCatalog
@@ -91,6 +92,8 @@ class IngestOptions:
     # Recorded as the source's options instead of the ones above (the watcher re-ingests within its
     # operator's limits, and keeps the record as the dataset's owner made it: watch/limits.py).
     source_record: SourceInfo | None = None
+    # A fetched source (mcpower/sources/): where the folder came from, recorded with it.
+    origin: Origin | None = None
 
 
 @dataclass
@@ -127,6 +130,7 @@ class IngestReport:
     model_reason: str = ""  # why that one, when it was chosen rather than named (model_choice.py)
     # The model loaded for this ingest, for a caller that goes on using it (`ingest --watch`).
     embedder: embedding.Embedder | None = field(default=None, repr=False, compare=False)
+    fetch: Any = None  # a fetched source's report (sources.crawl.CrawlReport, sources.git.GitReport)
 
     def changes(self) -> ReindexCounts:
         """What this ingest changed, as a watcher reports its last re-index."""
@@ -238,7 +242,7 @@ def ingest(
         previous = catalog.current(ds_id)
         try:
             if previous is not None and not opts.replace:
-                _check_same_source(ds_id, previous.info, src)
+                check_same_source(ds_id, previous.info, src, opts.origin)
             t0 = time.perf_counter()
             prev_info = previous.info if previous is not None else None
             if embedder is not None:
@@ -293,7 +297,7 @@ def ingest(
                 created_at=prev.created_at if prev else now,
                 updated_at=now,
                 mcpower_version=__version__,
-                source=_source_record(src, opts, report),
+                source=source_record(src, opts, report),
                 analysis=AnalysisInfo(scheme=SCHEME, language=language),
             )
             if opts.skip_unchanged and prev is not None and _nothing_changed(prev, info, report):
@@ -353,48 +357,17 @@ def _held_by_another(catalog: Catalog, ds_id: str) -> bool:
         return True
 
 
-def _check_same_source(ds_id: str, prev: DatasetInfo, src: Path) -> None:
-    """Refuse to rebuild ``ds_id`` from another folder than the one it was built from.
-
-    Raises:
-        IngestError: the dataset records another source folder.
-    """
-    if prev.source is None or prev.source.path == str(src):
-        return
-    raise IngestError(
-        f"dataset {ds_id!r} was built from {prev.source.path}, not {src}; nothing was changed. "
-        f"To keep both, give this one its own id (--id {slugify(src.parent.name + '-' + src.name) or 'NEW-ID'}); "
-        f"to rebuild {ds_id!r} from {src} instead, pass --replace"
-    )
-
-
-def _source_record(src: Path, opts: IngestOptions, report: IngestReport) -> SourceInfo | None:
-    """What the manifest records of the source folder and the options that select its files."""
-    if opts.source_record is not None:
-        return opts.source_record.model_copy(update={"path": str(src)})
-    try:
-        return SourceInfo(
-            path=str(src),
-            include=tuple(opts.include),
-            exclude=tuple(opts.exclude),
-            follow_symlinks=opts.follow_symlinks,
-            max_file_bytes=opts.max_file_bytes,
-            code=opts.code,
-            keep_site_files=opts.keep_site_files,
-        )
-    except ValidationError as e:
-        where, msg = ".".join(str(x) for x in e.errors()[0]["loc"]), e.errors()[0]["msg"]
-        reason = f"{where}: {msg}" if where else msg
-        report.notes.append(f"source folder not recorded ({reason[:200]}): `serve --watch` cannot watch this dataset")
-        return None
-
-
 def _nothing_changed(prev: DatasetInfo, info: DatasetInfo, report: IngestReport) -> bool:
     """Whether publishing ``info`` would only restamp the previous version ``prev``."""
     if report.full_rebuild or report.added or report.changed or report.removed or report.touched:
         return False
     ignored = {"updated_at", "mcpower_version"}
-    return prev.model_dump(include=set(DatasetInfo.model_fields) - ignored) == info.model_dump(exclude=ignored)
+    before = prev.model_dump(include=set(DatasetInfo.model_fields) - ignored)
+    after = info.model_dump(exclude=ignored)
+    for record in (before, after):  # a fetch that found nothing new is no new version
+        if record.get("source") and record["source"].get("origin"):
+            record["source"]["origin"].pop("fetched_at", None)
+    return before == after
 
 
 def _fingerprint(emb: embedding.Embedder, chunk_tokens: int, overlap: int) -> str:

@@ -8,11 +8,8 @@ store keeps its files and their checksums (mcpower/layout.py draws the folder).
 
 from __future__ import annotations
 
-import errno
 import json
-import os
 import re
-import stat
 import unicodedata
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
@@ -29,6 +26,7 @@ from mcpower.defaults import MAX_ID_CHARS as MAX_ID_CHARS  # without this module
 from mcpower.defaults import MAX_MANIFEST_BYTES as MAX_MANIFEST_BYTES
 from mcpower.defaults import is_valid_id as is_valid_id
 from mcpower.errors import InvalidManifestError
+from mcpower.jsonfile import read_json
 
 # File types a manifest may count documents of, and what a file type looks like.
 MAX_FILE_TYPES = 64
@@ -147,6 +145,39 @@ MAX_PATTERNS, MAX_PATTERN_CHARS = 32, 256
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
+def _absent(value: object) -> bool:
+    return value is None
+
+
+class Origin(_Model):
+    """Where a fetched source came from: a crawled site (``web``: its start URL) or a git
+    repository (``git``: its address, the ref asked for, the commit read and the folder taken).
+
+    Untrusted like the rest of a manifest: bounded, no control characters, the commit hex.
+    """
+
+    kind: Literal["web", "git"]
+    url: str = Field(min_length=3, max_length=2048)
+    ref: str | None = Field(None, max_length=256, exclude_if=_absent)
+    commit: str | None = Field(None, pattern=r"^[0-9a-f]{7,64}$", exclude_if=_absent)
+    subdir: str | None = Field(None, max_length=MAX_SOURCE_PATH_CHARS, exclude_if=_absent)
+    fetched_at: datetime | None = Field(None, exclude_if=_absent)
+
+    @field_validator("url", "ref", "subdir")
+    @classmethod
+    def _printable(cls, v: str | None) -> str | None:
+        if v is not None and _CONTROL.search(v):
+            raise ValueError("must not hold control characters")
+        return v
+
+    @field_validator("subdir")
+    @classmethod
+    def _relative(cls, v: str | None) -> str | None:
+        if v is not None and (v.startswith("/") or ".." in PurePosixPath(v).parts):
+            raise ValueError("must be a folder inside the repository")
+        return v
+
+
 class SourceInfo(_Model):
     """Where a dataset was ingested from and how, so `--watch` can ingest it again the same way.
 
@@ -161,6 +192,8 @@ class SourceInfo(_Model):
     max_file_bytes: int = Field(ge=1, le=1 << 40, strict=True)
     code: bool = Field(False, strict=True)  # built with --code (source files read too)
     keep_site_files: bool = Field(False, strict=True)  # built with --keep-site-files (mcpower/sites.py)
+    # A fetched source (mcpower/sources/): ``path`` is then its folder in mcpower's cache.
+    origin: Origin | None = Field(None, exclude_if=_absent)
 
     @field_validator("path")
     @classmethod
@@ -323,59 +356,6 @@ def read_manifest_json(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise InvalidManifestError(f"{where}: must be a JSON object")
     return data
-
-
-def read_json(path: Path, max_bytes: int, what: str, max_values: int | None = None) -> Any:
-    """The JSON value in the regular file ``path`` of at most ``max_bytes`` bytes (and, if given,
-    at most about ``max_values`` values: parsed, each costs ~60-90 bytes however short its text).
-
-    The file is opened once (no symlink followed, without blocking) and that descriptor is checked
-    and read, so what is checked is what is read; its size is checked before anything is read, its
-    values are counted before it is parsed.
-
-    Raises:
-        ValueError: what was wrong, for a message (no path in it): unreadable, not a regular file,
-            over the limits for ``what``, not UTF-8 JSON, NaN or Infinity, nested too deeply.
-    """
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
-    except OSError as e:
-        raise ValueError(
-            "not a regular file (a symlink)" if e.errno == errno.ELOOP else f"cannot read ({e.strerror})"
-        ) from e
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise ValueError("not a regular file")
-        if st.st_size > max_bytes:
-            raise ValueError(f"{st.st_size} bytes, over the {max_bytes}-byte limit for {what}")
-        parts, size = [], 0
-        while size <= max_bytes and (block := os.read(fd, max_bytes + 1 - size)):  # the file may have grown
-            parts.append(block)
-            size += len(block)
-    except OSError as e:
-        raise ValueError(f"cannot read ({e.strerror})") from e
-    finally:
-        os.close(fd)
-    if size > max_bytes:
-        raise ValueError(f"over the {max_bytes}-byte limit for {what}")
-    data = b"".join(parts)
-    del parts
-    if max_values is not None:
-        # Every value but the first follows a , : [ or { (one in a string is counted too: an upper bound).
-        values = 1 + sum(data.count(c) for c in (b",", b":", b"[", b"{"))
-        if values > max_values:
-            raise ValueError(f"~{values} values (counting , : [ and {{), over the {max_values}-value limit for {what}")
-    try:
-        text = data.decode("utf-8")
-        del data  # not held beside the text while it is parsed
-        return json.loads(text, parse_constant=_reject_constant)
-    except (UnicodeDecodeError, ValueError, RecursionError) as e:  # RecursionError: `[[[[...` nesting
-        raise ValueError(f"not valid UTF-8 JSON ({e})") from e
-
-
-def _reject_constant(name: str) -> float:
-    raise ValueError(f"{name} is not allowed")
 
 
 def _describe(e: ValidationError) -> str:

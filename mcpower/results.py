@@ -92,6 +92,12 @@ class SearchResult(BaseModel):
         exclude_if=_absent,
         description="with stale: 'changed', 'deleted' (the file is gone) or 'folder gone' (the source folder moved)",
     )
+    url: str | None = Field(
+        None,
+        exclude_if=_absent,
+        description="where the document lives on the web, for citation: the page's URL for a crawled site, the "
+        "file at the commit read for a repository on a known host; absent for local files",
+    )
 
 
 class SearchMeta(BaseModel):
@@ -163,6 +169,7 @@ class SourceResponse(BaseModel):
     retrieved_at: str
     indexed_at: str = Field("", description="when the document was indexed (ISO 8601, UTC)")
     stale: bool = Field(False, description="true when the source file has changed or vanished since it was indexed")
+    url: str | None = Field(None, exclude_if=_absent, description="the document's URL, as in search results")
 
 
 class MetadataResponse(BaseModel):
@@ -180,6 +187,7 @@ class MetadataResponse(BaseModel):
     chunk_index: int
     chunk_count: int = Field(description="chunks in the document")
     stale: bool = Field(False, description="true when the source file has changed or vanished since it was indexed")
+    url: str | None = Field(None, exclude_if=_absent, description="the document's URL, as in search results")
 
 
 class DatasetSummary(BaseModel):

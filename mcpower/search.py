@@ -62,6 +62,7 @@ from mcpower.results import (
     fit_results,
 )
 from mcpower.results import MIN_SNIPPET_CHARS as MIN_SNIPPET_CHARS  # importable from here, as before
+from mcpower.sources.citation import url_of
 from mcpower.store import ChunkHit, KeywordMatches, Store
 from mcpower.terms import query_terms
 
@@ -162,7 +163,12 @@ def search(
     ranked = [(store_id, p) for _, store_id, _, p in merged if p.score >= min_score]
     sources = {s.info.id: s.info.source for s in stores}
     picked = [
-        (store_id, p, registry.freshness.why(sources[store_id], p.best.path, p.best.size, p.best.mtime))
+        (
+            store_id,
+            p,
+            registry.freshness.why(sources[store_id], p.best.path, p.best.size, p.best.mtime),
+            url_of(sources[store_id], p.best.path),
+        )
         for store_id, p in ranked[offset : offset + k]
     ]
     meta = SearchMeta(
@@ -178,7 +184,7 @@ def search(
         next_offset=offset + len(picked) if len(ranked) > offset + len(picked) and paging else None,
     )
     results, cut = fit_results(
-        lambda chars: [_result(store_id, p, terms[store_id], chars, stale) for store_id, p, stale in picked],
+        lambda chars: [_result(store_id, p, terms[store_id], chars, stale, url) for store_id, p, stale, url in picked],
         snippet_chars,
         max_bytes,
         max_tokens,
@@ -300,7 +306,9 @@ def _snippet_terms(query: str, info: DatasetInfo) -> list[str]:
     return query_terms(query)
 
 
-def _result(dataset: str, p: Passage, terms: list[str], snippet_chars: int, stale: str) -> SearchResult:
+def _result(
+    dataset: str, p: Passage, terms: list[str], snippet_chars: int, stale: str, url: str | None = None
+) -> SearchResult:
     hit = p.best  # names, scores and shows the passage: get_source and get_metadata take its id
     return SearchResult(
         result_id=make_result_id(dataset, hit.id),
@@ -316,4 +324,5 @@ def _result(dataset: str, p: Passage, terms: list[str], snippet_chars: int, stal
         indexed_at=hit.indexed_at,
         stale=bool(stale),
         stale_reason=stale or None,
+        url=url,
     )

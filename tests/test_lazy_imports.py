@@ -20,7 +20,7 @@ from mcpower.ingestion import IngestOptions, ingest
 
 HEAVY = ("torch", "sentence_transformers", "faiss", "onnxruntime", "transformers", "watchfiles")
 # Document parsers: only ingest imports them, and only for files of their format.
-PARSERS = ("lxml", "pypdf", "docutils", "defusedxml", "cryptography", "markdown_it")
+PARSERS = ("lxml", "pypdf", "docutils", "defusedxml", "cryptography", "markdown_it", "protego")
 
 # Runs `mcpower ARGS...` (or just imports a module) in this interpreter, then prints which heavy
 # modules ended up in sys.modules, as the last line of stdout.
@@ -167,6 +167,7 @@ SERVER_HEAVY = (
     "watchfiles",
     "jinja2",
     "prometheus_client",
+    "protego",
     *HEAVY,
 )
 # Runs `mcpower ARGS...`; as the server ends (with os._exit), writes what it had imported to stderr.

@@ -208,6 +208,18 @@ def run_row(
     return {"questions": per_q, "latency": lat_stats(seconds), "seconds_ms": [round(s * 1000, 2) for s in seconds]}
 
 
+def earlier_rows(run: dict[str, Any]) -> dict[str, Any]:
+    """An earlier run's rows: as this script writes them, or in the compact form of the baseline kept
+    in benchmarks/data/languages (question -> [nDCG@10, MRR@10, no result, low confidence])."""
+    if "rows" in run:
+        return dict(run["rows"])
+    fields = ("ndcg@10", "mrr@10", "empty", "low_confidence")
+    return {
+        key: {mode: {"questions": {q: dict(zip(fields, v)) for q, v in qs.items()}} for mode, qs in modes.items()}
+        for key, modes in run["compact_rows"].items()
+    }
+
+
 def same_questions(base: dict[str, Any], now: dict[str, Any]) -> dict[str, Any]:
     """An earlier run's rows cut to the rows, modes and questions of this run, so that a --quick run
     or one book is compared with the same questions answered before."""
@@ -370,7 +382,7 @@ def run(
     print(markdown_report(summary, args.modes, quick=bool(args.quick)))
     if args.compare:
         base = json.loads(args.compare.read_text(encoding="utf-8"))
-        same = same_questions(base["rows"], results)
+        same = same_questions(earlier_rows(base), results)
         base_summary = summarize(
             same, qsets, base["datasets"], [m for m in args.modes if any(m in r for r in same.values())]
         )

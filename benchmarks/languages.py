@@ -84,16 +84,13 @@ def code_version() -> str:
         return out.stdout if out.returncode == 0 else ""
 
     tree = git("rev-parse", "HEAD:mcpower").strip()[:12] or "no-git"
-    dirty = git("status", "--porcelain", "--", "mcpower")
-    if not dirty.strip():
+    untracked = sorted(git("ls-files", "--others", "--exclude-standard", "--", "mcpower").split())
+    diff = git("diff", "HEAD", "--", "mcpower")
+    if not diff and not untracked:
         return tree
-    h = hashlib.sha256(git("diff", "HEAD", "--", "mcpower").encode())
-    for line in dirty.splitlines():
-        if line.startswith("??"):
-            for f in sorted((REPO / line[3:].strip()).rglob("*")) if (REPO / line[3:].strip()).is_dir() else []:
-                h.update(f.read_bytes() if f.is_file() else b"")
-            if (REPO / line[3:].strip()).is_file():
-                h.update((REPO / line[3:].strip()).read_bytes())
+    h = hashlib.sha256(diff.encode())
+    for name in untracked:
+        h.update(name.encode() + b"\0" + (REPO / name).read_bytes())
     return f"{tree}+{h.hexdigest()[:8]}"
 
 

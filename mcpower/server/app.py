@@ -23,7 +23,7 @@ from mcp.types import Resource as MCPResource
 from pydantic import BaseModel, BeforeValidator, Field, ValidationError
 
 from mcpower import __version__, search
-from mcpower.defaults import DEFAULT_PER_DOCUMENT, DEFAULT_WORKER_THREADS, MAX_PER_DOCUMENT
+from mcpower.defaults import DEFAULT_PER_DOCUMENT, DEFAULT_WORKER_THREADS, MAX_PER_DOCUMENT, SPREAD_HEAD
 from mcpower.errors import McpowerError
 from mcpower.ranking import MAX_QUERY_CHARS, MAX_TOP_K
 from mcpower.registry import Registry
@@ -300,8 +300,9 @@ def create_server(
             Field(
                 ge=1,
                 le=MAX_PER_DOCUMENT,
-                description=f"at most this many results from one document; default {DEFAULT_PER_DOCUMENT} "
-                "with passages, no limit with none",
+                description=f"at most this many results from one document; default: {DEFAULT_PER_DOCUMENT} "
+                f"among the first {SPREAD_HEAD} with passages (a long document's other places follow them), "
+                "no limit with none",
             ),
             BeforeValidator(not_bool),
         ] = None,

@@ -138,12 +138,14 @@ class _Grouping:
     def __init__(self, group: Group) -> None:
         self.group = group
         self.out: list[Passage] = []
-        self.by_doc: dict[int, list[Passage]] = {}
+        # Passages by section (document, heading path): only a passage of the chunk's own section can
+        # take it, so a chunk is compared with those alone, not with every place of a long document.
+        self.by_section: dict[tuple[int, str], list[Passage]] = {}
         self.fed = 0
 
     def feed(self, ranked: list[tuple[ChunkHit, float]]) -> list[Passage]:
         for hit, score in ranked[self.fed :]:
-            mine = self.by_doc.setdefault(hit.document_id, [])
+            mine = self.by_section.setdefault((hit.document_id, hit.heading_path), [])
             near = [p for p in mine if p.touches(hit)] if self.group == "passages" else []
             if not near:
                 p = Passage(hit, score)

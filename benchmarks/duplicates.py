@@ -72,7 +72,8 @@ def read(root: Path, keep_site_files: bool) -> tuple[dict[str, tuple[str, str]],
             suffix = PurePosixPath(f.rel).suffix.lower()
             try:
                 raw, _ = read_document(f, size_limit(suffix, DEFAULT_MAX_FILE_BYTES))
-                texts[f.rel] = (hashlib.sha256(raw).hexdigest(), reader.read(raw, suffix).text)
+                text = reader.read(raw, suffix).text  # the Reader sets it, for every format
+                texts[f.rel] = (hashlib.sha256(raw).hexdigest(), text or "")
             except (OSError, UnreadableError):
                 continue
     return texts, links, time.perf_counter() - started
@@ -91,7 +92,7 @@ def margins(texts: dict[str, tuple[str, str]], found: list[duplicates.Duplicate]
     def key(rel: str) -> tuple[str, str]:
         p = PurePosixPath(rel)
         stem = p.stem
-        if PurePosixPath(stem).suffix.lower() in duplicates.RENDERED + (".md", ".rst", ".txt"):
+        if PurePosixPath(stem).suffix.lower() in (*duplicates.RENDERED, ".md", ".rst", ".txt"):
             stem = PurePosixPath(stem).stem
         return str(p.parent), stem
 
@@ -99,7 +100,9 @@ def margins(texts: dict[str, tuple[str, str]], found: list[duplicates.Duplicate]
     for rel in texts:
         if words[rel] >= duplicates.MIN_WORDS:
             stems[key(rel)].append(rel)
-    stem_in, stem_out = [], []
+    Side = list[tuple[float, str, str]]
+    stem_in: Side = []
+    stem_out: Side = []
     for group in stems.values():
         if len(group) < 2:
             continue
@@ -109,7 +112,8 @@ def margins(texts: dict[str, tuple[str, str]], found: list[duplicates.Duplicate]
             s = share(small, big)
             hit = called.get(other)
             (stem_in if hit is not None and hit.why == duplicates.SOURCE else stem_out).append((s, other, group[0]))
-    inc_in, inc_out = [], []
+    inc_in: Side = []
+    inc_out: Side = []
     pages_by_folder: dict[str, list[str]] = defaultdict(list)
     for rel in texts:
         if PurePosixPath(rel).suffix.lower() in duplicates.RENDERED:
@@ -147,7 +151,9 @@ def run(name: str, root: Path, keep_site_files: bool, show: int) -> dict[str, An
     found = finder.resolve(lambda rel: texts[rel][1])
     detect_seconds = time.perf_counter() - started
     kinds = Counter(d.why for d in links + found)
-    row = {
+    examples = {why: [(d.path, d.kept) for d in links + found if d.why == why][:show] for why in kinds}
+    shares = margins(texts, found)
+    row: dict[str, Any] = {
         "folder": name,
         "path": str(root),
         "documents": len(texts) + len(links),
@@ -155,16 +161,16 @@ def run(name: str, root: Path, keep_site_files: bool, show: int) -> dict[str, An
         "duplicates": dict(kinds),
         "read_seconds": round(read_seconds, 2),
         "detect_seconds": round(detect_seconds, 3),
-        "margins": margins(texts, found),
-        "examples": {why: [(d.path, d.kept) for d in links + found if d.why == why][:show] for why in kinds},
+        "margins": shares,
+        "examples": examples,
     }
     print(f"\n{name}: {row['documents']} documents, {row['kept']} kept; {sum(kinds.values())} duplicates", end="")
     print(f" ({', '.join(f'{n} {why}' for why, n in kinds.items()) or 'none'})")
     print(f"  detector {detect_seconds:.3f} s against {read_seconds:.1f} s reading")
-    for label, value in row["margins"].items():
+    for label, value in shares.items():
         if value is not None:
             print(f"  {label}: {value[0]:.2f} ({value[1]} / {value[2]})")
-    for why, pairs in row["examples"].items():
+    for why, pairs in examples.items():
         for path, kept in pairs:
             print(f"    {why}: {path} -> kept {kept}")
     return row

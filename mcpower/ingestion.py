@@ -5,7 +5,9 @@ a staging folder renamed into place, then the manifest replaced atomically), und
 write lock; a crash or Ctrl-C at any point leaves the previous version serving.
 
 Re-ingesting an existing dataset with the same model and chunking re-embeds only files whose
-content changed and carries the other vectors over.
+content changed and carries the other vectors over. New vectors go to the embedding store as they
+are made (mcpower/embedding/store.py), so an ingest interrupted before it publishes resumes there.
+A file reached twice, or a text another document holds, is read once (mcpower/duplicates.py).
 """
 
 from __future__ import annotations
@@ -14,17 +16,27 @@ import hashlib
 import logging
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from mcpower import __version__, embedding, gitignore
-from mcpower.assembly import ProgressCallback, assemble, skip_summary
-from mcpower.chunking import CHUNKER, SUPPORTED_TYPES
-from mcpower.defaults import DEFAULT_BACKEND, DEFAULT_CHUNK_TOKENS, DEFAULT_MODEL, DEFAULT_OVERLAP, DEFAULT_TOP_K
-from mcpower.discover import DEFAULT_MAX_FILE_BYTES, discover
+from mcpower.assembly import assemble, skip_summary
+from mcpower.chunking import CHUNKER
+from mcpower.defaults import (
+    DEFAULT_BACKEND,
+    DEFAULT_CHUNK_TOKENS,
+    DEFAULT_EMBEDDING_STORE_MB,
+    DEFAULT_MODEL,
+    DEFAULT_OVERLAP,
+    DEFAULT_TOP_K,
+)
+from mcpower.discover import DEFAULT_MAX_FILE_BYTES, SourceFile, discover
+from mcpower.duplicates import Duplicate, same_files
+from mcpower.embedding.store import EmbeddingStore
+from mcpower.env import default_cache_dir
 from mcpower.errors import DatasetLockedError, IngestError
 from mcpower.manifest import (
     MAX_CHUNK_TOKENS,
@@ -39,13 +51,15 @@ from mcpower.manifest import (
     now_utc,
     slugify,
 )
+from mcpower.plan import IngestPlan, ProgressCallback
 from mcpower.results import ReindexCounts
-from mcpower.store import Catalog, DatasetBuild
+from mcpower.store import Catalog, ChunkRow, DatasetBuild, DocumentRow
 from mcpower.store.local import LocalCatalog
+from mcpower.unread import what_is_there
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["IngestOptions", "IngestReport", "ProgressCallback", "fit_window", "ingest", "skip_summary"]
+__all__ = ["IngestOptions", "IngestPlan", "IngestReport", "ProgressCallback", "fit_window", "ingest", "skip_summary"]
 
 
 @dataclass(frozen=True)
@@ -64,10 +78,13 @@ class IngestOptions:
     exclude: Sequence[str] = ()
     code: bool = False  # also read source code (.py, .js, .go ...); an include glob naming a suffix does too
     keep_site_files: bool = False  # read a built site's furniture too (_sources, genindex ...: mcpower/sites.py)
+    keep_duplicates: bool = False  # index a text another document holds too (mcpower/duplicates.py)
     follow_symlinks: bool = False
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
     default_top_k: int | None = None  # default: the previous version's, else DEFAULT_TOP_K
-    full: bool = False  # re-embed everything instead of carrying unchanged documents over
+    full: bool = False  # re-embed everything: nothing carried over, nothing taken from the embedding store
+    dry_run: bool = False  # read, chunk and plan, but embed nothing (a timed sample aside) and publish nothing
+    embedding_store_mb: float = DEFAULT_EMBEDDING_STORE_MB  # its limit (0: none; mcpower/embedding/store.py)
     wait: bool = False  # wait for another ingest of the dataset instead of failing
     # Publish nothing when no file was added, changed, removed or touched and no option changed: a
     # re-ingest (or a watcher's save) that changed nothing must not make a new version.
@@ -88,12 +105,14 @@ class IngestReport:
     location: str  # where the dataset lives (its folder, for the local store)
     documents: int = 0
     chunks: int = 0
-    embedded: int = 0  # chunks embedded in this run (the rest were carried over)
+    embedded: int = 0  # chunks embedded in this run (the rest: carried over, or from the embedding store)
     added: int = 0
     changed: int = 0
     removed: int = 0
     unchanged: int = 0
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (relative path, reason)
+    duplicates: list[Duplicate] = field(default_factory=list)  # files not indexed: another document holds them
+    plan: IngestPlan = field(default_factory=IngestPlan)  # what it would do (a dry run) or did
     file_notes: list[tuple[str, str]] = field(default_factory=list)  # (relative path, how it was read)
     full_rebuild: bool = True
     rebuild_reason: str = ""
@@ -106,7 +125,7 @@ class IngestReport:
     embed_seconds: float = 0.0
     write_seconds: float = 0.0
     touched: int = 0  # unchanged content, but another size or modification time: recorded anew
-    published: bool = True  # False when skip_unchanged found nothing to publish
+    published: bool = True  # False when skip_unchanged found nothing to publish, and for a dry run
     notes: list[str] = field(default_factory=list)  # worth telling the user, not errors
 
     def changes(self) -> ReindexCounts:
@@ -142,9 +161,12 @@ def ingest(
     *,
     embedder: embedding.Embedder | None = None,
     progress: ProgressCallback | None = None,
+    announce: Callable[[IngestPlan], None] | None = None,
 ) -> IngestReport:
     """Build (or update) the dataset for the folder ``source`` in ``target`` (a datasets folder or
-    a catalog) and publish it atomically.
+    a catalog) and publish it atomically; ``announce`` is told the plan once it is known, before
+    the embedding (or after the first, timed, slice of it). With ``options.dry_run``, only plan:
+    nothing is written, the lock is not taken, the report's ``plan`` says what would be done.
 
     Raises:
         IngestError: bad source folder or id, nothing to ingest, disk full.
@@ -196,74 +218,120 @@ def ingest(
         code=opts.code,
         keep_site_files=opts.keep_site_files,
     )
+    files, linked = same_files(files)
     if not files:
-        raise IngestError(
-            f"{source}: no documents to ingest (looked for {', '.join(sorted(SUPPORTED_TYPES))}"
-            + (f"; {len(skipped)} skipped" if skipped else "")
-            + ")"
-        )
+        why = what_is_there(src, skipped, skip_dirs) + (f"; skipped: {skip_summary(skipped)}" if skipped else "")
+        raise IngestError(f"{source}: no documents to ingest — {why}")
     t0 = time.perf_counter()
     emb = embedder or embedding.load_embedder(opts.model, opts.backend, opts.cache_dir)
     model_seconds = time.perf_counter() - t0
     chunk_tokens, overlap = fit_window(chunk_tokens, overlap, emb.max_tokens)
     report = IngestReport(ds_id, catalog.location(ds_id), skipped=list(skipped), model_seconds=model_seconds)
-    if opts.wait and progress is not None and _held_by_another(catalog, ds_id):
-        progress("waiting", 0, 0)  # said before blocking; a plain `with`, so no lock outlives a Ctrl-C
-    t0 = time.perf_counter()
-    with catalog.lock(ds_id, opts.wait):
-        report.wait_seconds = time.perf_counter() - t0
-        previous = catalog.current(ds_id)
-        try:
-            if previous is not None and not opts.replace:
-                _check_same_source(ds_id, previous.info, src)
-            fingerprint = _fingerprint(emb, chunk_tokens, overlap)
-            if previous is not None and not opts.full and previous.info.fingerprint != fingerprint:
-                report.rebuild_reason = "the model or chunking settings changed"
-            reuse = previous if previous is not None and not opts.full and not report.rebuild_reason else None
-            report.full_rebuild = reuse is None
-            docs, chunks, vectors = assemble(src, files, opts, emb, chunk_tokens, overlap, reuse, report, progress)
-            if not src.is_dir():  # deleted or renamed meanwhile: the files not read yet are not gone from it
-                raise IngestError(f"{src.name}: the folder vanished while it was read; nothing was published")
-            prev = previous.info if previous is not None else None
-            now = now_utc()
-            name = opts.name or src.name
-            info = DatasetInfo(
-                id=ds_id,
-                name=(name.strip() or ds_id)[:128],
-                description=(opts.description or (prev.description if prev else f"Documents from {name}"))[:512],
-                default_top_k=opts.default_top_k or (prev.default_top_k if prev else DEFAULT_TOP_K),
-                embedding=EmbeddingInfo.model_validate(  # validated: backend comes from the embedder at run time
-                    {
-                        "model": emb.model_name,
-                        "backend": emb.backend,
-                        "dimension": emb.dimension,
-                        "max_tokens": emb.max_tokens,
-                        "model_fingerprint": emb.model_fingerprint,
-                    }
-                ),
-                chunking=ChunkingInfo(chunker=CHUNKER, chunk_tokens=chunk_tokens, overlap=overlap),
-                fingerprint=fingerprint,
-                counts=Counts(
-                    documents=len(docs), chunks=len(chunks), file_types=dict(Counter(d.file_type for d in docs))
-                ),
-                created_at=prev.created_at if prev else now,
-                updated_at=now,
-                mcpower_version=__version__,
-                source=_source_record(src, opts, report),
-            )
-            if opts.skip_unchanged and prev is not None and _nothing_changed(prev, info, report):
-                report.published = False
-                published = prev
-            else:
-                t0 = time.perf_counter()
-                published = catalog.publish(DatasetBuild(info, docs, chunks, vectors))
-                report.write_seconds = time.perf_counter() - t0
-        finally:
-            if previous is not None:
-                previous.close()
-    report.documents, report.chunks = published.counts.documents, published.counts.chunks
+    report.duplicates.extend(linked)
+    store = EmbeddingStore.open(opts.cache_dir or default_cache_dir(), emb) if opts.embedding_store_mb > 0 else None
+    run = _Run(src, ds_id, catalog, files, opts, emb, chunk_tokens, overlap, report, store)
+    try:
+        if opts.dry_run:  # without the lock: a plan of the version current now
+            _version(run, None, announce)
+        else:
+            if opts.wait and progress is not None and _held_by_another(catalog, ds_id):
+                progress("waiting", 0, 0)  # said before blocking; a plain `with`, so no lock outlives a Ctrl-C
+            t0 = time.perf_counter()
+            with catalog.lock(ds_id, opts.wait):
+                report.wait_seconds = time.perf_counter() - t0
+                _version(run, progress, announce)
+            if store is not None:
+                store.trim(int(opts.embedding_store_mb * 1024 * 1024))
+    finally:
+        if store is not None:
+            store.close()
     report.seconds = time.perf_counter() - started
     return report
+
+
+@dataclass
+class _Run:
+    """What one ingest's steps share."""
+
+    src: Path
+    ds_id: str
+    catalog: Catalog
+    files: list[SourceFile]
+    opts: IngestOptions
+    emb: embedding.Embedder
+    chunk_tokens: int
+    overlap: int
+    report: IngestReport
+    store: EmbeddingStore | None
+
+
+def _version(run: _Run, progress: ProgressCallback | None, announce: Callable[[IngestPlan], None] | None) -> None:
+    """Assemble the new version against the current one and publish it (a dry run stops before
+    embedding and publishes nothing); the report says what was done."""
+    report, opts = run.report, run.opts
+    previous = run.catalog.current(run.ds_id)
+    try:
+        if previous is not None and not opts.replace:
+            _check_same_source(run.ds_id, previous.info, run.src)
+        fingerprint = _fingerprint(run.emb, run.chunk_tokens, run.overlap)
+        if previous is not None and not opts.full and previous.info.fingerprint != fingerprint:
+            report.rebuild_reason = "the model or chunking settings changed"
+        reuse = previous if previous is not None and not opts.full and not report.rebuild_reason else None
+        report.full_rebuild = reuse is None
+        docs, chunks, vectors = assemble(
+            run.src, run.files, opts, run.emb, run.chunk_tokens, run.overlap, reuse, report, progress,
+            store=run.store, announce=announce,
+        )  # fmt: skip
+        report.documents, report.chunks = len(docs), len(chunks)
+        if opts.dry_run:
+            report.published = False
+            return
+        if not run.src.is_dir():  # deleted or renamed meanwhile: the files not read yet are not gone from it
+            raise IngestError(f"{run.src.name}: the folder vanished while it was read; nothing was published")
+        prev = previous.info if previous is not None else None
+        info = _info(run, docs, chunks, prev, fingerprint)
+        if opts.skip_unchanged and prev is not None and _nothing_changed(prev, info, report):
+            report.published = False
+            published = prev
+        else:
+            t0 = time.perf_counter()
+            published = run.catalog.publish(DatasetBuild(info, docs, chunks, vectors))
+            report.write_seconds = time.perf_counter() - t0
+        report.documents, report.chunks = published.counts.documents, published.counts.chunks
+    finally:
+        if previous is not None:
+            previous.close()
+
+
+def _info(
+    run: _Run, docs: list[DocumentRow], chunks: list[ChunkRow], prev: DatasetInfo | None, fingerprint: str
+) -> DatasetInfo:
+    """What the manifest of the new version says."""
+    opts, emb = run.opts, run.emb
+    now = now_utc()
+    name = opts.name or run.src.name
+    return DatasetInfo(
+        id=run.ds_id,
+        name=(name.strip() or run.ds_id)[:128],
+        description=(opts.description or (prev.description if prev else f"Documents from {name}"))[:512],
+        default_top_k=opts.default_top_k or (prev.default_top_k if prev else DEFAULT_TOP_K),
+        embedding=EmbeddingInfo.model_validate(  # validated: backend comes from the embedder at run time
+            {
+                "model": emb.model_name,
+                "backend": emb.backend,
+                "dimension": emb.dimension,
+                "max_tokens": emb.max_tokens,
+                "model_fingerprint": emb.model_fingerprint,
+            }
+        ),
+        chunking=ChunkingInfo(chunker=CHUNKER, chunk_tokens=run.chunk_tokens, overlap=run.overlap),
+        fingerprint=fingerprint,
+        counts=Counts(documents=len(docs), chunks=len(chunks), file_types=dict(Counter(d.file_type for d in docs))),
+        created_at=prev.created_at if prev else now,
+        updated_at=now,
+        mcpower_version=__version__,
+        source=_source_record(run.src, opts, run.report),
+    )
 
 
 def fit_window(chunk_tokens: int, overlap: int, max_tokens: int) -> tuple[int, int]:
@@ -326,6 +394,7 @@ def _source_record(src: Path, opts: IngestOptions, report: IngestReport) -> Sour
             max_file_bytes=opts.max_file_bytes,
             code=opts.code,
             keep_site_files=opts.keep_site_files,
+            keep_duplicates=opts.keep_duplicates,
         )
     except ValidationError as e:
         where, msg = ".".join(str(x) for x in e.errors()[0]["loc"]), e.errors()[0]["msg"]

@@ -123,6 +123,7 @@ class SourceInfo(_Model):
     max_file_bytes: int = Field(ge=1, le=1 << 40, strict=True)
     code: bool = Field(False, strict=True)  # built with --code (source files read too)
     keep_site_files: bool = Field(False, strict=True)  # built with --keep-site-files (mcpower/sites.py)
+    keep_duplicates: bool = Field(False, strict=True)  # built with --keep-duplicates (mcpower/duplicates.py)
 
     @field_validator("path")
     @classmethod
@@ -193,6 +194,8 @@ class Manifest(DatasetInfo):
         data = self.model_dump(mode="json", by_alias=True)
         if data.get("source") is None:
             data.pop("source", None)  # as manifests were written before the field existed
+        elif data["source"].get("keepDuplicates") is False:
+            del data["source"]["keepDuplicates"]  # so that an mcpower before it still reads the manifest
         ordered = {key: data.pop(key) for key in _KEY_ORDER if key in data}
         return json.dumps({**ordered, **data}, ensure_ascii=False, indent=2) + "\n"
 

@@ -10,12 +10,14 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from mcpower.cli.common import DatasetsDir, JsonFlag, WatchDebounce, milvus_catalog, settings, setup_logging
+from mcpower.cli.plans import dry_run_lines, duplicate_lines, plan_line
 from mcpower.cli.progress import Progress, duration, plural, rate
 from mcpower.defaults import BACKENDS, DEFAULT_CHUNK_TOKENS, DEFAULT_MAX_FILE_MB, DEFAULT_OVERLAP, DEFAULT_TOP_K
 from mcpower.sites import KEEP_HINT, furniture_counts, is_furniture
 
 if TYPE_CHECKING:
-    from mcpower.ingestion import IngestReport
+    from mcpower.config import Settings
+    from mcpower.ingestion import IngestPlan, IngestReport
 
 
 def ingest(
@@ -65,6 +67,14 @@ def ingest(
             "furniture: page source copies, index and search pages, static assets.",
         ),
     ] = False,
+    keep_duplicates: Annotated[
+        bool,
+        typer.Option(
+            "--keep-duplicates",
+            help="Also index a document whose text another one holds (a page's source beside it, a copy, an "
+            "included fragment); a file reached twice by links is still read once.",
+        ),
+    ] = False,
     top_k: Annotated[
         int | None,
         typer.Option(
@@ -85,7 +95,18 @@ def ingest(
         ),
     ] = None,
     full: Annotated[
-        bool, typer.Option("--full", help="Rebuild everything instead of re-embedding changed files.")
+        bool,
+        typer.Option(
+            "--full", help="Re-embed everything: nothing carried over, nothing taken from the embedding store."
+        ),
+    ] = False,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Read and plan only: files, duplicates, chunks, time to embed, what would be removed. Nothing is "
+            "published; without a recorded rate, 16 chunks are embedded to time the model.",
+        ),
     ] = False,
     replace: Annotated[
         bool,
@@ -112,6 +133,7 @@ def ingest(
     from mcpower import embedding
     from mcpower.ingestion import IngestOptions
     from mcpower.ingestion import ingest as run_ingest
+    from mcpower.plan import PLAN_SHOWN
 
     setup_logging()
     # SIGTERM unwinds like Ctrl-C, so the staging folder is removed on the way out.
@@ -137,23 +159,40 @@ def ingest(
         exclude=exclude or (),
         code=code,
         keep_site_files=keep_site_files,
+        keep_duplicates=keep_duplicates,
         follow_symlinks=follow_symlinks,
         max_file_bytes=int(s.max_file_mb * 1024 * 1024),
         default_top_k=top_k,
         full=full,
+        dry_run=dry_run,
+        embedding_store_mb=s.embedding_store_mb,
         wait=wait,
         replace=replace,
     )
+    if watch and dry_run:
+        raise typer.BadParameter("--dry-run plans one ingest; it cannot --watch", param_hint="--dry-run")
+    if s.milvus_uri:
+        refuse_shadowed(path, dataset_id, s)
     # Watching re-ingests with the same model: load it once for both.
     emb = embedding.load_embedder(s.model, s.backend, s.cache_dir) if watch else None
     try:
         with Progress(enabled=not quiet and not as_json) as progress:
             target = milvus_catalog(s) if s.milvus_uri else s.datasets_dir
-            report = run_ingest(path, target, options, embedder=emb, progress=progress)
+
+            def announce(plan: IngestPlan) -> None:
+                if progress.enabled and not dry_run and plan.to_embed > PLAN_SHOWN:
+                    progress.say(plan_line(plan))
+
+            report = run_ingest(path, target, options, embedder=emb, progress=progress, announce=announce)
     except KeyboardInterrupt:
-        typer.echo("interrupted: nothing was published; the dataset is as it was before this ingest", err=True)
+        kept = (
+            "; the chunks embedded so far are kept: run the same command again to resume"
+            if s.embedding_store_mb
+            else ""
+        )
+        typer.echo(f"interrupted: nothing was published; the dataset is as it was before this ingest{kept}", err=True)
         raise typer.Exit(130) from None
-    _show(report, as_json, compact=watch)
+    _show(report, as_json, compact=watch, dry_run=dry_run)
     if watch:
         from mcpower.cli.watching import watch_dataset
 
@@ -162,7 +201,9 @@ def ingest(
         )
 
 
-def _show(report: IngestReport, as_json: bool, compact: bool = False, location: bool = True) -> None:
+def _show(
+    report: IngestReport, as_json: bool, compact: bool = False, location: bool = True, dry_run: bool = False
+) -> None:
     """The report: JSON (one line if ``compact``: one per re-ingest while watching) or text."""
     if as_json:
         data = {
@@ -172,8 +213,12 @@ def _show(report: IngestReport, as_json: bool, compact: bool = False, location: 
                 k: getattr(report, k)
                 for k in ("documents", "chunks", "embedded", "added", "changed", "removed", "unchanged", "full_rebuild")
             },
+            "from_store": report.plan.from_store,
             "published": report.published,
+            "dry_run": dry_run,
+            "plan": report.plan.as_dict(),
             "skipped": [{"path": p, "reason": r} for p, r in report.skipped],
+            "duplicates": [{"path": d.path, "kept": d.kept, "reason": d.why} for d in report.duplicates],
             "notes": [{"path": p, "note": n} for p, n in report.file_notes],
             "seconds": round(report.seconds, 2),
             "phases": {k: round(v, 2) for k, v in report.phases().items()},
@@ -188,10 +233,16 @@ def _show(report: IngestReport, as_json: bool, compact: bool = False, location: 
     if furniture:
         kinds = ", ".join(f"{n} {kind}" for kind, n in furniture.items())
         typer.echo(f"skipped as site furniture: {kinds} ({KEEP_HINT})", err=True)
+    for line in duplicate_lines(report.duplicates):
+        typer.echo(line, err=True)
     for rel, note in report.file_notes:
         typer.echo(f"note {rel}: {note}", err=True)
     for note in report.notes:
         typer.echo(f"note: {note}", err=True)
+    if dry_run:
+        for line in dry_run_lines(report):
+            typer.echo(line)
+        return
     if report.rebuild_reason:
         typer.echo(f"full rebuild: {report.rebuild_reason}", err=True)
     if not report.published:
@@ -203,6 +254,8 @@ def _show(report: IngestReport, as_json: bool, compact: bool = False, location: 
         if report.embedded
         else "nothing to embed"
     )
+    if report.plan.from_store:
+        embedded += f", {report.plan.from_store:,} from the embedding store"
     typer.echo(
         f"{report.dataset_id}: {plural(report.documents, 'document')}, {plural(report.chunks, 'chunk')} "
         f"({report.added} added, {report.changed} changed, {report.removed} removed, {report.unchanged} unchanged); "
@@ -213,6 +266,27 @@ def _show(report: IngestReport, as_json: bool, compact: bool = False, location: 
         typer.echo(f"took {duration(report.seconds)}" + (f": {spent}" if spent else ""), err=True)
     if location:
         typer.echo(f"dataset: {report.location}")
+
+
+def refuse_shadowed(path: Path, dataset_id: str | None, s: Settings) -> None:
+    """Refuse to write a dataset into Milvus under an id the datasets folder holds too: the
+    folder's is served first, so the Milvus copy would never be.
+
+    Raises:
+        IngestError: the datasets folder has a dataset of that id.
+    """
+    from mcpower.errors import IngestError
+    from mcpower.manifest import slugify
+    from mcpower.store.local import LocalCatalog
+
+    ds_id = dataset_id if dataset_id is not None else slugify(path.expanduser().resolve().name)
+    catalog = LocalCatalog(s.datasets_dir)
+    if ds_id and catalog.contains(ds_id):
+        raise IngestError(
+            f"dataset {ds_id!r} is already in the datasets folder ({catalog.location(ds_id)}); a copy in Milvus "
+            f"({s.milvus_uri}) would never be served, since mcpower serves the folder's first. Give this one "
+            f"another id (--id {ds_id[:40]}-milvus), or remove that folder first to move the dataset to Milvus"
+        )
 
 
 def _exit_on_sigterm(signum: int, frame: object) -> None:

@@ -10,7 +10,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import FakeEmbedder
+from conftest import FakeEmbedder, write_files
 from server_fixtures import subprocess_env, write_launcher
 from typer.testing import CliRunner
 
@@ -204,3 +204,57 @@ def test_one_document_is_one_document(tmp_path: Path, datasets_dir: Path, monkey
     assert result.stdout.startswith("one: 1 document, 1 chunk (1 added, "), result.stdout
     again = CliRunner().invoke(app, ["ingest", str(folder), "--datasets-dir", str(datasets_dir), "-q"])
     assert "1 documents" not in again.stdout + again.stderr
+
+
+def test_a_folder_of_only_images_says_what_it_holds_and_why_none_is_read(tmp_path: Path) -> None:
+    folder = tmp_path / "photos"
+    for name in ["a.jpg", "b.JPG", "c.png", "trip/d.jpg", "album.zip", "setup.py", ".hidden.md"]:
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_bytes(b"\x89data")
+
+    result = CliRunner().invoke(app, ["ingest", str(folder), "--datasets-dir", str(tmp_path / "datasets")])
+
+    assert result.exit_code == 1
+    message = " ".join(result.stderr.split())
+    assert "no documents to ingest — found 3 .jpg and 1 .png: images have no text to read" in message
+    assert "1 .zip: archives and compressed files are not opened: unpack them first" in message
+    assert "1 .py: source code is read with --code" in message
+    assert "mcpower reads .docx, .htm, .html" in message and "Traceback" not in result.output
+
+
+def test_ingest_into_milvus_refuses_an_id_the_datasets_folder_serves_first(
+    datasets_dir: Path, tmp_path: Path, fake_embedder: FakeEmbedder
+) -> None:
+    corpus = write_files(tmp_path / "notes", {"a.md": "# A\n\nThe zephyrine daemon starts on boot.\n"})
+    ingest(corpus, datasets_dir, IngestOptions(dataset_id="docs"), embedder=fake_embedder)
+    milvus = tmp_path / "milvus.db"
+
+    result = CliRunner().invoke(
+        app, ["ingest", str(corpus), "--id", "docs", "--datasets-dir", str(datasets_dir), "--milvus-uri", str(milvus)]
+    )
+
+    assert result.exit_code == 1
+    message = " ".join(result.stderr.split())
+    assert f"dataset 'docs' is already in the datasets folder ({datasets_dir.resolve() / 'docs'})" in message
+    assert f"a copy in Milvus ({milvus}) would never be served" in message and "--id docs-milvus" in message
+    assert not milvus.exists()  # refused before anything was written
+
+
+def test_progress_bars_show_on_a_terminal_that_reports_no_size() -> None:
+    """A pty whose size was never set (some CI runners, `script`, docker without -t sizes) says 0 x 0."""
+    import os
+
+    master, slave = os.openpty()
+    stream = os.fdopen(slave, "w")
+    try:
+        assert os.get_terminal_size(slave) == (0, 0)
+        with Progress(enabled=True, stream=stream) as progress:
+            progress("chunks", 0, 40)
+            stream.flush()
+            os.set_blocking(master, False)
+            drawn = os.read(master, 4096).decode()
+            assert "chunks:   0%" in drawn and "0/40" in drawn  # drawn at once, not only when it ends
+            progress("chunks", 40, 40)
+    finally:
+        stream.close()
+        os.close(master)

@@ -1,0 +1,114 @@
+"""An ingest's plan (mcpower/plan.py): said before a long embedding, with a time from this
+machine's rate; `--dry-run` gives it without embedding or publishing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import FakeEmbedder, write_files
+from typer.testing import CliRunner
+
+from mcpower.cli.app import app
+from mcpower.embedding.store import EmbeddingStore
+from mcpower.ingestion import IngestOptions, ingest
+from mcpower.manifest import MANIFEST_NAME
+from mcpower.plan import MEASURE
+
+
+def long_corpus(root: Path, files: int = 12) -> Path:
+    """About 10 chunks a file (more than a slice in all)."""
+    return write_files(
+        root,
+        {
+            f"doc{n:02d}.md": f"# Document {n}\n\n"
+            + "\n".join(
+                f"## Part {p}\n\nThe zephyrine daemon of document {n} runs part {p} at night.\n" for p in range(10)
+            )
+            for n in range(files)
+        },
+    )
+
+
+def test_a_dry_run_plans_and_publishes_nothing(corpus: Path, datasets_dir: Path, fake_embedder: FakeEmbedder) -> None:
+    first = CliRunner().invoke(app, ["ingest", str(corpus), "--id", "docs", "--datasets-dir", str(datasets_dir), "-q"])
+    assert first.exit_code == 0, first.output
+    manifest = (datasets_dir / "docs" / MANIFEST_NAME).read_bytes()
+    (corpus / "guide" / "usage.md").unlink()
+    write_files(corpus, {"guide/upgrade.md": "# Upgrade\n\nStop the zephyrine daemon, then install the new one.\n"})
+    fake_embedder.embedded.clear()
+
+    planned = CliRunner().invoke(
+        app, ["ingest", str(corpus), "--id", "docs", "--datasets-dir", str(datasets_dir), "--dry-run", "--json"]
+    )
+
+    assert planned.exit_code == 0, planned.output
+    data = json.loads(planned.stdout)
+    plan = data["plan"]
+    assert data["dry_run"] is True and data["published"] is False
+    assert (plan["read"], plan["unchanged"], plan["removed"]) == (1, 4, ["guide/usage.md"])
+    assert plan["to_embed"] == 1 and plan["carried"] == data["chunks"] - 1
+    # No rate recorded yet (the first ingest embedded too little to time): a sample was timed.
+    assert (
+        plan["sampled"] == 1 and plan["estimate_seconds"] is not None and "measured on 1 chunks" in plan["rate_basis"]
+    )
+    assert len(fake_embedder.embedded) == 1
+    assert (datasets_dir / "docs" / MANIFEST_NAME).read_bytes() == manifest  # nothing published
+
+    text = CliRunner().invoke(
+        app, ["ingest", str(corpus), "--id", "docs", "--datasets-dir", str(datasets_dir), "--dry-run"]
+    )
+    assert "docs: dry run, nothing published" in text.stdout
+    assert "would remove 1 document: guide/usage.md" in text.stdout
+    assert "0 to embed, 6 kept from the previous version, 1 from the embedding store" in text.stdout
+
+    fake_embedder.embedded.clear()
+    real = ingest(corpus, datasets_dir, IngestOptions(dataset_id="docs"), embedder=fake_embedder)
+    assert real.embedded == 0 and real.plan.from_store == 1  # the sample is not embedded twice
+    assert real.removed == 1 and real.added == 1
+
+
+def test_the_estimate_is_this_machine_s_recorded_rate(
+    tmp_path: Path, datasets_dir: Path, fake_embedder: FakeEmbedder
+) -> None:
+    source = long_corpus(tmp_path / "docs")
+    cache = tmp_path / "cache"
+    measuring = FakeEmbedder()
+    ingest(source, tmp_path / "elsewhere", IngestOptions(embedding_store_mb=0), embedder=measuring)
+    chars = sum(len(t) for t in measuring.embedded)  # what the model reads: heading paths and texts
+    store = EmbeddingStore.open(cache, fake_embedder)
+    assert store is not None
+    store.record_rate(chars=500, seconds=2.0)  # 250 characters a second
+    store.close()
+
+    report = ingest(source, datasets_dir, IngestOptions(cache_dir=cache, dry_run=True), embedder=fake_embedder)
+
+    plan = report.plan
+    assert plan.estimate_seconds == pytest.approx(chars / 250)
+    assert plan.chunks_per_second == pytest.approx(plan.to_embed / (chars / 250))
+    assert plan.rate_basis.startswith("recorded on this machine on ")
+    assert fake_embedder.embedded == [] and plan.sampled == 0  # a rate is known: nothing embedded at all
+    assert not (datasets_dir / "docs").exists()
+
+
+def test_a_long_embedding_is_announced_before_it_starts(
+    tmp_path: Path, corpus: Path, fake_embedder: FakeEmbedder
+) -> None:
+    source = long_corpus(tmp_path / "docs")
+    datasets = tmp_path / "datasets"
+
+    result = CliRunner().invoke(app, ["ingest", str(source), "--datasets-dir", str(datasets)])
+
+    assert result.exit_code == 0, result.output
+    lines = result.stderr.splitlines()
+    (plan,) = [i for i, line in enumerate(lines) if line.startswith("plan: ")]
+    assert lines.index("read 12 files") < plan < lines.index("embedding 120 chunks…")
+    assert lines[plan].startswith("plan: 12 documents, 120 chunks; 120 to embed, ~")
+    assert f"(measured on {MEASURE} chunks)" in lines[plan] and "the same command resumes" in lines[plan]
+    assert json.loads(
+        CliRunner().invoke(app, ["ingest", str(source), "--datasets-dir", str(datasets), "--full", "--json"]).stdout
+    )["plan"]["rate_basis"].startswith("recorded on this machine")  # the first run's rate, kept
+
+    short = CliRunner().invoke(app, ["ingest", str(corpus), "--datasets-dir", str(datasets)])
+    assert short.exit_code == 0 and "plan: " not in short.stderr  # 8 chunks: not worth a line

@@ -1,0 +1,133 @@
+"""An ingest interrupted while it embeds (Ctrl-C, SIGKILL, a crash under --watch) resumes: the next
+run embeds only what was left, publishes nothing half-built, and builds the dataset a clean run
+builds. The real `mcpower ingest` runs in forked children of a warm process
+(tests/republish_fixtures.py); the child signals itself as its embedder is called for the third
+time, so the kill lands mid-embedding, after two slices were stored, without any timing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import FakeEmbedder, write_files
+from republish_fixtures import IngestForkServer, write_versioned_corpus
+from watch_fixtures import ADDED, Clock, settle, watched_notes, write_notes
+
+from mcpower.errors import EmbeddingModelError
+from mcpower.ingestion import IngestOptions, ingest
+from mcpower.manifest import MANIFEST_NAME, read_manifest
+from mcpower.plan import MEASURE, SLICE
+from mcpower.registry import Registry
+from mcpower.store.local.store import open_store
+from mcpower.watch import Watcher, WatchEvent
+
+
+@pytest.fixture(scope="module")
+def forks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[IngestForkServer]:
+    server = IngestForkServer(tmp_path_factory.mktemp("forks"))
+    yield server
+    server.close()
+
+
+def embedded(log: Path) -> int:
+    """Chunks the child's embedder embedded (a line per call)."""
+    return sum(int(line) for line in log.read_text().split()) if log.exists() else 0
+
+
+def dataset(datasets: Path) -> tuple[list[tuple[str, str]], list[tuple[int, str, str]], np.ndarray]:
+    """What a dataset holds: documents, chunks (id, heading, text) and their vectors, in id order."""
+    folder = datasets / "docs"
+    store = open_store(folder, read_manifest(folder / MANIFEST_NAME))
+    try:
+        docs, chunks = [], []
+        for d, cs in store.iter_documents():
+            docs.append((d.path, d.content))
+            chunks.extend((c.id, c.heading_path, c.text) for c in cs)
+        chunks.sort()
+        return sorted(docs), chunks, store.vectors([c[0] for c in chunks])
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("signame", ["SIGINT", "SIGKILL"])
+def test_an_ingest_killed_while_embedding_resumes_and_builds_what_a_clean_run_builds(
+    forks: IngestForkServer, tmp_path: Path, signame: str
+) -> None:
+    source = write_versioned_corpus(tmp_path / "docs", "v1", files=48, sections=4)
+    datasets, env = tmp_path / "datasets", {"MCPOWER_CACHE_DIR": str(tmp_path / "cache")}
+    argv = ["ingest", str(source), "--id", "docs", "--datasets-dir", str(datasets)]
+
+    cut = forks.run(argv, signal=signame, kill_at_embed=3, embed_log=tmp_path / "first", env=env)
+
+    assert cut.code == (130 if signame == "SIGINT" else -9)
+    assert not (datasets / "docs" / MANIFEST_NAME).exists()  # nothing half-built was published
+    done_before = embedded(tmp_path / "first")
+    assert done_before == MEASURE + SLICE  # the timed first slice and one more: the third was cut
+    if signame == "SIGINT":
+        said = forks.log.read_text()
+        assert "interrupted: nothing was published" in said and "run the same command again to resume" in said
+
+    again = forks.run(argv, embed_log=tmp_path / "second", env=env)
+
+    assert again.code == 0
+    total = read_manifest(datasets / "docs" / MANIFEST_NAME).counts.chunks
+    assert total > done_before + SLICE
+    assert embedded(tmp_path / "second") == total - done_before  # only what was left
+    clean = tmp_path / "clean"
+    ingest(source, clean, IngestOptions(dataset_id="docs", embedding_store_mb=0), embedder=FakeEmbedder())
+    resumed, fresh = dataset(datasets), dataset(clean)
+    assert resumed[0] == fresh[0] and resumed[1] == fresh[1]
+    assert np.array_equal(resumed[2], fresh[2])
+
+
+class CrashingEmbedder(FakeEmbedder):
+    """The model dies at its ``at``-th call (a worker killed for memory, a broken install...)."""
+
+    def __init__(self, at: int) -> None:
+        super().__init__()
+        self.at, self.calls = at, 0
+
+    def embed_documents(self, texts: Sequence[str], progress: Callable[[int], None] | None = None) -> np.ndarray:
+        self.calls += 1
+        if self.calls == self.at:
+            raise EmbeddingModelError("the model process died")
+        return super().embed_documents(texts, progress)
+
+
+def test_a_reingest_under_watch_that_fails_midway_is_resumed_by_the_next(
+    tmp_path: Path, datasets_dir: Path, make_registry: Callable[[], Registry], fake_embedder: FakeEmbedder
+) -> None:
+    source = write_notes(tmp_path / "notes")
+    watcher, registry, clock, events = watched_notes(source, datasets_dir, make_registry)
+    try:
+        _reingest_twice(watcher, registry, clock, events, source)
+    finally:
+        watcher.stop()
+
+
+def _reingest_twice(watcher: Watcher, registry: Registry, clock: Clock, events: list[WatchEvent], source: Path) -> None:
+    watcher.recheck(clock.t)
+    watcher.run_due(clock.t)
+    sections = "\n".join(f"## Part {i}\n\nThe quokka diagnostics of part {i} are colourful.\n" for i in range(200))
+    write_files(source, {"big.md": f"# Big\n\n{sections}"})
+    crashing = CrashingEmbedder(at=3)
+    watcher._factory = lambda info: crashing
+    watcher.changed({(ADDED, str(source.resolve() / "big.md"))}, clock.t)
+    settle(watcher, clock)
+    assert [e.kind for e in events][-1] == "failed" and "the model process died" in events[-1].message
+    stored_before = len(crashing.embedded)
+    assert stored_before == MEASURE + SLICE
+
+    counting = FakeEmbedder()
+    watcher._factory = lambda info: counting
+    (source / "big.md").touch()
+    watcher.changed({(ADDED, str(source.resolve() / "big.md"))}, clock.t)
+    settle(watcher, clock)
+
+    assert events[-1].kind == "reindexed" and events[-1].report is not None
+    report = events[-1].report
+    assert report.embedded == len(counting.embedded) and report.plan.from_store == stored_before
+    assert len(counting.embedded) + stored_before == report.chunks - report.plan.carried

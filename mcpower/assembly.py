@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from mcpower import embedding
+from mcpower.analysis import chunk_languages
 from mcpower.chunking import UnreadableError, build_document, size_limit
 from mcpower.chunking.worker import Reader
 from mcpower.discover import SourceFile, read_document
@@ -44,15 +45,27 @@ def assemble(
     reuse: Store | None,
     report: IngestReport,
     progress: ProgressCallback | None,
+    language: str | None = None,
     *,
     store: EmbeddingStore | None = None,
     announce: Callable[[IngestPlan], None] | None = None,
 ) -> tuple[list[DocumentRow], list[ChunkRow], np.ndarray]:
-    """The documents, chunks and vectors of the new version (``report`` filled in as it goes;
-    ``report.plan`` says what it did or, with ``opts.dry_run``, would do)."""
+    """The documents, chunks and vectors of the new version, each chunk with its language
+    (``language`` forced, else detected: mcpower.analysis); ``report`` is filled in as it goes, and
+    ``report.plan`` says what it did or, with ``opts.dry_run``, would do.
+
+    Raises:
+        IngestError: every file was skipped; the model gave non-finite vectors; the language
+            detector cannot be loaded.
+    """
     old: dict[str, tuple[DocumentRow, list[ChunkRow]]] = {}
+    # Chunks carried over keep the language they were given, unless the setting that gave it changed
+    # (or the previous version predates languages): then they are given one again, without re-embedding.
+    relabel = True
     if reuse is not None:
         old = {d.path: (d, cs) for d, cs in reuse.iter_documents()}
+        prev_analysis = reuse.info.analysis
+        relabel = prev_analysis is None or prev_analysis.language != language
     docs: list[DocumentRow] = []
     chunks: list[ChunkRow] = []
     carried: list[int] = []  # chunk ids whose vectors come from the previous version
@@ -79,8 +92,9 @@ def assemble(
                 d, cs = prev
                 status.append("touched" if (d.size, d.mtime) != (size, mtime) else "unchanged")
                 docs.append(dataclasses.replace(d, id=doc_id, size=size, mtime=mtime))
-                for old_chunk in cs:
-                    chunks.append(dataclasses.replace(old_chunk, document_id=doc_id))
+                langs = chunk_languages([c.text for c in cs], language) if relabel else [c.language for c in cs]
+                for old_chunk, lang in zip(cs, langs):
+                    chunks.append(dataclasses.replace(old_chunk, document_id=doc_id, language=lang))
                     carried.append(old_chunk.id)
                 finder.add(f.rel, content_hash, d.content)
                 continue
@@ -106,7 +120,8 @@ def assemble(
             # An edited file keeps the vectors of its chunks whose text and headings did not change.
             kept = {(c.id, c.heading_path, c.text) for c in prev[1]} if prev is not None else set()
             seen: dict[str, int] = {}
-            for c in document.chunks:
+            langs = chunk_languages([c.text for c in document.chunks], language)
+            for c, lang in zip(document.chunks, langs):
                 occurrence = seen.get(c.text, 0)
                 seen[c.text] = occurrence + 1
                 pages = c.pages or (None, None)
@@ -118,7 +133,9 @@ def assemble(
                     c.start_line,
                     c.end_line,
                     c.text,
-                    *pages,
+                    page_start=pages[0],
+                    page_end=pages[1],
+                    language=lang,
                 )
                 if (row.id, row.heading_path, row.text) in kept:
                     carried.append(row.id)

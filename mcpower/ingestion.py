@@ -16,32 +16,29 @@ import hashlib
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from mcpower import __version__, embedding, gitignore
+from mcpower.analysis import normalize_language
 from mcpower.assembly import assemble, skip_summary
 from mcpower.chunking import CHUNKER
-from mcpower.defaults import (
-    DEFAULT_BACKEND,
-    DEFAULT_CHUNK_TOKENS,
-    DEFAULT_EMBEDDING_STORE_MB,
-    DEFAULT_MODEL,
-    DEFAULT_OVERLAP,
-    DEFAULT_TOP_K,
-)
-from mcpower.discover import DEFAULT_MAX_FILE_BYTES, SourceFile, discover
-from mcpower.duplicates import Duplicate, same_files
+from mcpower.defaults import DEFAULT_TOP_K
+from mcpower.discover import SourceFile, discover
+from mcpower.duplicates import same_files
 from mcpower.embedding.store import EmbeddingStore
 from mcpower.env import default_cache_dir
 from mcpower.errors import DatasetLockedError, IngestError
+from mcpower.ingest_types import IngestOptions, IngestReport
 from mcpower.manifest import (
     MAX_CHUNK_TOKENS,
+    MAX_LANGUAGES,
     MAX_OVERLAP,
     MIN_CHUNK_TOKENS,
+    AnalysisInfo,
     ChunkingInfo,
     Counts,
     DatasetInfo,
@@ -52,7 +49,6 @@ from mcpower.manifest import (
     slugify,
 )
 from mcpower.plan import IngestPlan, ProgressCallback
-from mcpower.results import ReindexCounts
 from mcpower.store import Catalog, ChunkRow, DatasetBuild, DocumentRow
 from mcpower.store.local import LocalCatalog
 from mcpower.unread import what_is_there
@@ -60,98 +56,6 @@ from mcpower.unread import what_is_there
 logger = logging.getLogger(__name__)
 
 __all__ = ["IngestOptions", "IngestPlan", "IngestReport", "ProgressCallback", "fit_window", "ingest", "skip_summary"]
-
-
-@dataclass(frozen=True)
-class IngestOptions:
-    """How to build a dataset; every field has the default `mcpower ingest` uses."""
-
-    dataset_id: str | None = None  # default: the folder name as a slug
-    name: str | None = None  # default: the folder name
-    description: str | None = None  # default: the previous version's, else "Documents from <name>"
-    model: str = DEFAULT_MODEL
-    backend: str = DEFAULT_BACKEND
-    cache_dir: Path | None = None  # where ONNX exports are cached (default: config.default_cache_dir())
-    chunk_tokens: int = DEFAULT_CHUNK_TOKENS
-    overlap: int = DEFAULT_OVERLAP
-    include: Sequence[str] = ()
-    exclude: Sequence[str] = ()
-    code: bool = False  # also read source code (.py, .js, .go ...); an include glob naming a suffix does too
-    keep_site_files: bool = False  # read a built site's furniture too (_sources, genindex ...: mcpower/sites.py)
-    keep_duplicates: bool = False  # index a text another document holds too (mcpower/duplicates.py)
-    follow_symlinks: bool = False
-    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
-    default_top_k: int | None = None  # default: the previous version's, else DEFAULT_TOP_K
-    full: bool = False  # re-embed everything: nothing carried over, nothing taken from the embedding store
-    dry_run: bool = False  # read, chunk and plan, but embed nothing (a timed sample aside) and publish nothing
-    embedding_store_mb: float = DEFAULT_EMBEDDING_STORE_MB  # its limit (0: none; mcpower/embedding/store.py)
-    wait: bool = False  # wait for another ingest of the dataset instead of failing
-    # Publish nothing when no file was added, changed, removed or touched and no option changed: a
-    # re-ingest (or a watcher's save) that changed nothing must not make a new version.
-    skip_unchanged: bool = True
-    # Rebuild the dataset from ``source`` even if it was built from another folder (without it,
-    # that is an error: a folder name used twice must not silently replace the other dataset).
-    replace: bool = False
-    # Recorded as the source's options instead of the ones above (the watcher re-ingests within its
-    # operator's limits, and keeps the record as the dataset's owner made it: watch/limits.py).
-    source_record: SourceInfo | None = None
-
-
-@dataclass
-class IngestReport:
-    """What an ingest did, for the CLI summary and for tests."""
-
-    dataset_id: str
-    location: str  # where the dataset lives (its folder, for the local store)
-    documents: int = 0
-    chunks: int = 0
-    embedded: int = 0  # chunks embedded in this run (the rest: carried over, or from the embedding store)
-    added: int = 0
-    changed: int = 0
-    removed: int = 0
-    unchanged: int = 0
-    skipped: list[tuple[str, str]] = field(default_factory=list)  # (relative path, reason)
-    duplicates: list[Duplicate] = field(default_factory=list)  # files not indexed: another document holds them
-    plan: IngestPlan = field(default_factory=IngestPlan)  # what it would do (a dry run) or did
-    file_notes: list[tuple[str, str]] = field(default_factory=list)  # (relative path, how it was read)
-    full_rebuild: bool = True
-    rebuild_reason: str = ""
-    seconds: float = 0.0
-    # Each phase's own time (the total is ``seconds``): loading the model (a first ONNX export
-    # included), waiting for another ingest (--wait), reading and chunking, embedding, writing.
-    model_seconds: float = 0.0
-    wait_seconds: float = 0.0
-    read_seconds: float = 0.0
-    embed_seconds: float = 0.0
-    write_seconds: float = 0.0
-    touched: int = 0  # unchanged content, but another size or modification time: recorded anew
-    published: bool = True  # False when skip_unchanged found nothing to publish, and for a dry run
-    notes: list[str] = field(default_factory=list)  # worth telling the user, not errors
-
-    def changes(self) -> ReindexCounts:
-        """What this ingest changed, as a watcher reports its last re-index."""
-        return ReindexCounts(
-            added=self.added,
-            changed=self.changed,
-            removed=self.removed,
-            embedded=self.embedded,
-            seconds=round(self.seconds, 2),
-        )
-
-    @property
-    def chunks_per_second(self) -> float:
-        """Embedding speed: chunks embedded per second of the embedding phase alone."""
-        return self.embedded / self.embed_seconds if self.embed_seconds else 0.0
-
-    def phases(self) -> dict[str, float]:
-        """Seconds per phase, for reports: model, waiting, reading, embedding, writing."""
-        return {
-            "model": self.model_seconds,
-            "waiting": self.wait_seconds,
-            "reading": self.read_seconds,
-            "embedding": self.embed_seconds,
-            "writing": self.write_seconds,
-        }
 
 
 def ingest(
@@ -202,6 +106,11 @@ def ingest(
         raise IngestError(
             f"--chunk-tokens must be {MIN_CHUNK_TOKENS}-{MAX_CHUNK_TOKENS} and --overlap 0-{MAX_OVERLAP} "
             f"and smaller than it (got {chunk_tokens}, {overlap})"
+        )
+    if opts.language is not None and opts.language != "auto" and normalize_language(opts.language) is None:
+        raise IngestError(
+            f"--language {opts.language[:40]!r}: not a language code mcpower knows; use an ISO 639-1 code "
+            "such as en, de, fr, es, ru, ja, zh or ko, or auto to detect each chunk's language"
         )
     for flag, globs in (("--include", opts.include), ("--exclude", opts.exclude)):
         for glob in globs:
@@ -278,18 +187,20 @@ def _version(run: _Run, progress: ProgressCallback | None, announce: Callable[[I
             report.rebuild_reason = "the model or chunking settings changed"
         reuse = previous if previous is not None and not opts.full and not report.rebuild_reason else None
         report.full_rebuild = reuse is None
+        language = report.language = _language(opts, previous.info if previous is not None else None)
         docs, chunks, vectors = assemble(
-            run.src, run.files, opts, run.emb, run.chunk_tokens, run.overlap, reuse, report, progress,
+            run.src, run.files, opts, run.emb, run.chunk_tokens, run.overlap, reuse, report, progress, language,
             store=run.store, announce=announce,
         )  # fmt: skip
         report.documents, report.chunks = len(docs), len(chunks)
+        report.languages = dict(Counter(c.language for c in chunks).most_common(MAX_LANGUAGES))
         if opts.dry_run:
             report.published = False
             return
         if not run.src.is_dir():  # deleted or renamed meanwhile: the files not read yet are not gone from it
             raise IngestError(f"{run.src.name}: the folder vanished while it was read; nothing was published")
         prev = previous.info if previous is not None else None
-        info = _info(run, docs, chunks, prev, fingerprint)
+        info = _info(run, docs, chunks, prev, fingerprint, language)
         if opts.skip_unchanged and prev is not None and _nothing_changed(prev, info, report):
             report.published = False
             published = prev
@@ -298,13 +209,19 @@ def _version(run: _Run, progress: ProgressCallback | None, announce: Callable[[I
             published = run.catalog.publish(DatasetBuild(info, docs, chunks, vectors))
             report.write_seconds = time.perf_counter() - t0
         report.documents, report.chunks = published.counts.documents, published.counts.chunks
+        report.languages = dict(published.counts.languages)
     finally:
         if previous is not None:
             previous.close()
 
 
 def _info(
-    run: _Run, docs: list[DocumentRow], chunks: list[ChunkRow], prev: DatasetInfo | None, fingerprint: str
+    run: _Run,
+    docs: list[DocumentRow],
+    chunks: list[ChunkRow],
+    prev: DatasetInfo | None,
+    fingerprint: str,
+    language: str | None,
 ) -> DatasetInfo:
     """What the manifest of the new version says."""
     opts, emb = run.opts, run.emb
@@ -326,11 +243,17 @@ def _info(
         ),
         chunking=ChunkingInfo(chunker=CHUNKER, chunk_tokens=run.chunk_tokens, overlap=run.overlap),
         fingerprint=fingerprint,
-        counts=Counts(documents=len(docs), chunks=len(chunks), file_types=dict(Counter(d.file_type for d in docs))),
+        counts=Counts(
+            documents=len(docs),
+            chunks=len(chunks),
+            file_types=dict(Counter(d.file_type for d in docs)),
+            languages=dict(Counter(c.language for c in chunks).most_common(MAX_LANGUAGES)),
+        ),
         created_at=prev.created_at if prev else now,
         updated_at=now,
         mcpower_version=__version__,
         source=_source_record(run.src, opts, run.report),
+        analysis=AnalysisInfo(language=language),
     )
 
 
@@ -355,6 +278,14 @@ def fit_window(chunk_tokens: int, overlap: int, max_tokens: int) -> tuple[int, i
         extra={"event": "ingest.chunk_size_lowered"},
     )
     return window, scaled
+
+
+def _language(opts: IngestOptions, prev: DatasetInfo | None) -> str | None:
+    """The language forced for every chunk, or None to detect each one's: ``--language``, else the
+    previous version's record (so re-ingests and --watch keep what the user chose)."""
+    if opts.language is None:
+        return prev.analysis.language if prev is not None and prev.analysis is not None else None
+    return None if opts.language == "auto" else normalize_language(opts.language)
 
 
 def _held_by_another(catalog: Catalog, ds_id: str) -> bool:

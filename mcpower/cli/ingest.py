@@ -75,6 +75,15 @@ def ingest(
             "included fragment); a file reached twice by links is still read once.",
         ),
     ] = False,
+    language: Annotated[
+        str | None,
+        typer.Option(
+            "--language",
+            help="The documents' language (ISO 639-1: en, de, fr, ja, zh ...): every chunk is taken to be in it. "
+            "auto detects each chunk's [default: as the previous ingest recorded, else auto].",
+            show_default=False,
+        ),
+    ] = None,
     top_k: Annotated[
         int | None,
         typer.Option(
@@ -160,6 +169,7 @@ def ingest(
         code=code,
         keep_site_files=keep_site_files,
         keep_duplicates=keep_duplicates,
+        language=language,
         follow_symlinks=follow_symlinks,
         max_file_bytes=int(s.max_file_mb * 1024 * 1024),
         default_top_k=top_k,
@@ -217,6 +227,8 @@ def _show(
             "published": report.published,
             "dry_run": dry_run,
             "plan": report.plan.as_dict(),
+            "languages": report.languages,
+            "language": report.language,
             "skipped": [{"path": p, "reason": r} for p, r in report.skipped],
             "duplicates": [{"path": d.path, "kept": d.kept, "reason": d.why} for d in report.duplicates],
             "notes": [{"path": p, "note": n} for p, n in report.file_notes],
@@ -261,6 +273,10 @@ def _show(
         f"({report.added} added, {report.changed} changed, {report.removed} removed, {report.unchanged} unchanged); "
         f"{embedded}"
     )
+    if report.languages and not compact:
+        shown = sorted(report.languages.items(), key=lambda t: (-t[1], t[0]))
+        forced = f" (set with --language {report.language})" if report.language else ""
+        typer.echo("languages (chunks): " + ", ".join(f"{code} {n}" for code, n in shown) + forced)
     if not compact:
         spent = ", ".join(f"{k} {duration(v)}" for k, v in report.phases().items() if v or k != "waiting")
         typer.echo(f"took {duration(report.seconds)}" + (f": {spent}" if spent else ""), err=True)

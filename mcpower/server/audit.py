@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from mcpower.defaults import is_valid_id
-from mcpower.server.callers import current_caller
+from mcpower.server.auth.callers import current_caller
 
 logger = logging.getLogger("mcpower.audit")
 

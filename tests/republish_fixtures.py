@@ -238,6 +238,8 @@ class IngestForkServer:
         env.pop("PYTHONPATH", None)
         # One thread per library: the server forks, and a fork must not copy a busy thread pool.
         env.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+        # Started before any test's isolation applies (a module fixture): caches of its own, never the user's.
+        env["XDG_CACHE_HOME"] = str(workdir / "cache")
         self.log = workdir / "children.log"
         self._stderr = open(workdir / "fork_server.log", "wb")  # noqa: SIM115 - closed in close()
         self.proc = subprocess.Popen(

@@ -141,7 +141,7 @@ def ingest(
     run = _Run(src, ds_id, catalog, files, opts, emb, chunk_tokens, overlap, report, store)
     try:
         if opts.dry_run:  # without the lock: a plan of the version current now
-            _version(run, None, announce)
+            _version(run, progress, announce)
         else:
             if opts.wait and progress is not None and _held_by_another(catalog, ds_id):
                 progress("waiting", 0, 0)  # said before blocking; a plain `with`, so no lock outlives a Ctrl-C
@@ -194,6 +194,8 @@ def _version(run: _Run, progress: ProgressCallback | None, announce: Callable[[I
         )  # fmt: skip
         report.documents, report.chunks = len(docs), len(chunks)
         report.languages = dict(Counter(c.language for c in chunks).most_common(MAX_LANGUAGES))
+        if previous is not None and reuse is None:  # a full rebuild: what goes is not known from the reuse
+            report.plan.removed = sorted({d.path for d in previous.documents()} - {d.path for d in docs})
         if opts.dry_run:
             report.published = False
             return

@@ -54,7 +54,8 @@ class IngestPlan:
     estimate_seconds: float | None = None  # to embed ``to_embed`` chunks
     chunks_per_second: float | None = None  # the rate the estimate assumes
     rate_basis: str = ""  # where that rate comes from
-    sampled: int = 0  # chunks a dry run embedded to measure the rate (kept in the store)
+    sampled: int = 0  # chunks a dry run embedded to measure the rate
+    sample_kept: bool = False  # and whether they went to the embedding store (the real run takes them)
 
     def as_dict(self) -> dict[str, object]:
         data = asdict(self)
@@ -95,7 +96,10 @@ def embed_new(
         IngestError: the model gave non-finite vectors.
     """
     keys = store.keys(texts) if store is not None else []
-    stored = store.load(keys, out, rows) if store is not None and reuse_stored else np.zeros(len(texts), dtype=bool)
+    if store is None or not reuse_stored:
+        stored = np.zeros(len(texts), dtype=bool)
+    else:  # a dry run only counts them; they are read, and checked, when they are used
+        stored = store.has(keys) if dry_run else store.load(keys, out, rows)
     todo = [int(i) for i in np.flatnonzero(~stored)]
     plan.from_store, plan.to_embed = len(texts) - len(todo), len(todo)
     chars = sum(len(texts[i]) for i in todo)
@@ -109,7 +113,7 @@ def embed_new(
         if first:
             started = time.perf_counter()
             _embed_slice(emb, texts, first, keys, out, rows, store, None)
-            plan.sampled = len(first)
+            plan.sampled, plan.sample_kept = len(first), store is not None and store.usable
             measured = time.perf_counter() - started
             plan.estimate(chars, _rate(texts, first, measured), f"measured on {len(first)} chunks")
         if announce:

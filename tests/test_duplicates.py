@@ -226,6 +226,7 @@ def test_the_check_is_skipped_where_no_rule_can_apply(tmp_path: Path) -> None:
     assert finder.resolve(lambda rel: pytest.fail(f"{rel} hashed again")) == []
 
 
+@pytest.mark.slow  # a fresh interpreter: ~1 s
 def test_hashes_are_the_same_in_every_run() -> None:
     """Samples are chosen by hash value: a run that hashed otherwise (Python's own string hashes
     change with every process) could decide otherwise."""

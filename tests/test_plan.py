@@ -104,7 +104,7 @@ def test_a_long_embedding_is_announced_before_it_starts(
     lines = result.stderr.splitlines()
     (plan,) = [i for i, line in enumerate(lines) if line.startswith("plan: ")]
     assert lines.index("read 12 files") < plan < lines.index("embedding 120 chunks…")
-    assert lines[plan].startswith("plan: 12 documents, 120 chunks; 120 to embed, ~")
+    assert lines[plan].startswith("plan: 12 documents, 120 chunks, 120 to embed, ~")
     assert f"(measured on {MEASURE} chunks)" in lines[plan] and "the same command resumes" in lines[plan]
     assert json.loads(
         CliRunner().invoke(app, ["ingest", str(source), "--datasets-dir", str(datasets), "--full", "--json"]).stdout

@@ -32,6 +32,17 @@ def forks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[IngestForkServer
     server.close()
 
 
+@pytest.fixture(scope="module")
+def corpus_and_clean_build(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The corpus (about 250 chunks: four slices and the timed first one), and the dataset a clean
+    run builds of it (no embedding store), for the resumed runs to be compared with."""
+    root = tmp_path_factory.mktemp("resume")
+    source = write_versioned_corpus(root / "docs", "v1", files=48, sections=4)
+    clean = root / "clean"
+    ingest(source, clean, IngestOptions(dataset_id="docs", embedding_store_mb=0), embedder=FakeEmbedder())
+    return source, clean
+
+
 def embedded(log: Path) -> int:
     """Chunks the child's embedder embedded (a line per call)."""
     return sum(int(line) for line in log.read_text().split()) if log.exists() else 0
@@ -54,9 +65,9 @@ def dataset(datasets: Path) -> tuple[list[tuple[str, str]], list[tuple[int, str,
 
 @pytest.mark.parametrize("signame", ["SIGINT", "SIGKILL"])
 def test_an_ingest_killed_while_embedding_resumes_and_builds_what_a_clean_run_builds(
-    forks: IngestForkServer, tmp_path: Path, signame: str
+    forks: IngestForkServer, corpus_and_clean_build: tuple[Path, Path], tmp_path: Path, signame: str
 ) -> None:
-    source = write_versioned_corpus(tmp_path / "docs", "v1", files=48, sections=4)
+    source, clean = corpus_and_clean_build
     datasets, env = tmp_path / "datasets", {"MCPOWER_CACHE_DIR": str(tmp_path / "cache")}
     argv = ["ingest", str(source), "--id", "docs", "--datasets-dir", str(datasets)]
 
@@ -76,8 +87,6 @@ def test_an_ingest_killed_while_embedding_resumes_and_builds_what_a_clean_run_bu
     total = read_manifest(datasets / "docs" / MANIFEST_NAME).counts.chunks
     assert total > done_before + SLICE
     assert embedded(tmp_path / "second") == total - done_before  # only what was left
-    clean = tmp_path / "clean"
-    ingest(source, clean, IngestOptions(dataset_id="docs", embedding_store_mb=0), embedder=FakeEmbedder())
     resumed, fresh = dataset(datasets), dataset(clean)
     assert resumed[0] == fresh[0] and resumed[1] == fresh[1]
     assert np.array_equal(resumed[2], fresh[2])

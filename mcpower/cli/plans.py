@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
-from mcpower.cli.progress import duration, plural
+from mcpower.cli.progress import plural
 
 if TYPE_CHECKING:
     from mcpower.duplicates import Duplicate
@@ -22,23 +22,37 @@ def cost(plan: IngestPlan) -> str:
         return ""
     per = plan.chunks_per_second or 0.0
     speed = f"{per:.0f}" if per >= 10 else f"{per:.1f}"
-    return f"~{duration(plan.estimate_seconds)} at {speed} chunks/s ({plan.rate_basis})"
+    return f"~{about(plan.estimate_seconds)} at {speed} chunks/s ({plan.rate_basis})"
+
+
+def about(seconds: float) -> str:
+    """An estimate's time, no more precise than it is: '8 s', '45 s', '29 min', '1 h 05 min'."""
+    if seconds < 10:
+        return f"{max(seconds, 1):.0f} s"
+    if seconds < 60:
+        return f"{round(seconds / 5) * 5:.0f} s"
+    minutes = round(seconds / 60)
+    return f"{minutes} min" if minutes < 60 else f"{minutes // 60} h {minutes % 60:02d} min"
 
 
 def plan_line(plan: IngestPlan) -> str:
-    """The line said before a long embedding starts (stderr)."""
-    line = f"plan: {plural(plan.documents, 'document')}, {plural(plan.chunks, 'chunk')}; "
-    line += f"{plan.to_embed:,} to embed"
-    if estimate := cost(plan):
-        line += f", {estimate}"
+    """The line said before a long embedding starts (stderr): 'plan: 268 documents (266 duplicates
+    skipped), 5,829 chunks, 5,813 to embed (16 from the embedding store), ~30 min at 3.2 chunks/s
+    (measured on 16 chunks). Ctrl-C keeps ...'."""
+    documents = plural(plan.documents, "document")
+    if plan.duplicates:
+        documents += f" ({plural(plan.duplicates, 'duplicate')} skipped)"
     kept = [
         f"{plan.carried:,} kept from the previous version" if plan.carried else "",
         f"{plan.from_store:,} from the embedding store" if plan.from_store else "",
-        f"{plural(plan.duplicates, 'duplicate')} skipped" if plan.duplicates else "",
     ]
-    if kept := [k for k in kept if k]:
-        line += f" ({', '.join(kept)})"
-    return f"{line}. {RESUME_HINT}"
+    embed = f"{plan.to_embed:,} to embed" + (f" ({', '.join(k for k in kept if k)})" if any(kept) else "")
+    estimate = cost(plan)
+    return (
+        f"plan: {documents}, {plural(plan.chunks, 'chunk')}, {embed}"
+        + (f", {estimate}" if estimate else "")
+        + (f". {RESUME_HINT}")
+    )
 
 
 def dry_run_lines(report: IngestReport) -> list[str]:
@@ -55,9 +69,10 @@ def dry_run_lines(report: IngestReport) -> list[str]:
         f"{plan.carried:,} kept from the previous version, {plan.from_store:,} from the embedding store"
     )
     if plan.to_embed:
-        time = cost(plan) or "unknown (no embedding store to time the model with)"
+        time = cost(plan) or "unknown"
         if plan.sampled:
-            time += f"; those {plan.sampled} chunks were embedded to time the model, and are kept"
+            time += f"; those {plan.sampled} chunks were embedded to time the model"
+            time += ", and are kept" if plan.sample_kept else ""
         lines.append(f"  time: {time}")
     if report.rebuild_reason:
         lines.append(f"  full rebuild: {report.rebuild_reason}")

@@ -45,7 +45,7 @@ import time
 from collections.abc import Iterator, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -173,6 +173,18 @@ class EmbeddingStore:
             self._touch(sound, now)
         return found
 
+    def has(self, keys: Sequence[bytes]) -> NDArray[np.bool_]:
+        """Which keys have a vector stored, unread and unchecked (a dry run's count)."""
+        found = np.zeros(len(keys), dtype=bool)
+        for start in range(0, len(keys), READ_BLOCK):
+            block = list(keys[start : start + READ_BLOCK])
+            rows = self._rows("key", block)
+            if rows is None:
+                break
+            present = {k for (k,) in rows}
+            found[start : start + len(block)] = [k in present for k in block]
+        return found
+
     def blocks(self, keys: Sequence[bytes], size: int = READ_BLOCK) -> Iterator[NDArray[np.float32]]:
         """The vectors of ``keys`` in their order, ``size`` rows at a time, never all in memory:
         for an index build that streams them.
@@ -263,13 +275,8 @@ class EmbeddingStore:
 
     def _select(self, block: list[bytes]) -> dict[bytes, NDArray[np.float32]] | None:
         """The sound vectors among ``block`` (None: the store is unusable); unsound ones are deleted."""
-        if self._db is None:
-            return None
-        try:
-            marks = ",".join("?" * len(block))
-            rows = self._db.execute(f"SELECT key, vector FROM vectors WHERE key IN ({marks})", block).fetchall()
-        except sqlite3.Error as e:
-            self._fail("read", e)
+        rows = self._rows("key, vector", block)
+        if rows is None:
             return None
         got: dict[bytes, NDArray[np.float32]] = {}
         bad = []
@@ -279,7 +286,7 @@ class EmbeddingStore:
                 bad.append(key)
             else:
                 got[key] = vector
-        if bad:
+        if bad and self._db is not None:
             self.damaged += len(bad)
             logger.warning(
                 "%d vectors in the embedding store %s failed their checks: deleted, they are embedded again",
@@ -293,6 +300,17 @@ class EmbeddingStore:
             except sqlite3.Error as e:
                 self._fail("written", e)
         return got
+
+    def _rows(self, columns: str, block: list[bytes]) -> list[Any] | None:
+        """``columns`` of the rows of ``block``'s keys (None: the store is unusable)."""
+        if self._db is None:
+            return None
+        try:
+            marks = ",".join("?" * len(block))
+            return self._db.execute(f"SELECT {columns} FROM vectors WHERE key IN ({marks})", block).fetchall()
+        except sqlite3.Error as e:
+            self._fail("read", e)
+            return None
 
     def _check(self, blob: object) -> NDArray[np.float32] | None:
         if not isinstance(blob, bytes) or len(blob) != 4 * self.dimension:

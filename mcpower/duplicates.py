@@ -15,9 +15,9 @@ the text extracted from it), after reading and before anything is embedded:
   ``git-add.html``, ``bash.html`` and ``bash.pdf``) and ``SOURCE_OF`` of the smaller one's word
   triples found in the other (rendering drops and adds markup words: ``linkgit:git-add[1]``
   becomes ``git-add(1)``; an ``include::`` makes the page bigger than its source);
-- a fragment included whole in a rendered page of its folder (AsciiDoc's
-  ``include::diff-options.txt[]``, shipped beside the pages that include it): ``INCLUDED_IN`` of
-  a source's word triples found in one HTML or PDF page.
+- a fragment included in a rendered page of its folder (AsciiDoc's ``include::diff-options.txt[]``,
+  shipped beside the pages that include it): ``INCLUDED_IN`` of a source's word triples found in
+  one HTML or PDF page.
 
 The one kept is the rendered page, as for built sites (mcpower/sites.py): a result then names the
 page a reader opens, and only the page has what its source includes. By format: HTML, PDF, Word,
@@ -62,9 +62,12 @@ SHINGLE = 3  # words per shingle: long enough that unrelated pages of one packag
 # include (gitglossary.txt, 0.34: its own few lines are links the rendering rewrites). Unrelated
 # pages of one folder share 0.00-0.06 (docs/datasets.md#duplicates has the measurements).
 SOURCE_OF = 0.3
-# A fragment's share found in one rendered page of its folder: git-doc's include fragments
-# (diff-options.txt in git-diff.html ...) 0.95-1.00; a page quoting another's paragraph is far below.
-INCLUDED_IN = 0.9
+# A fragment's share found in one rendered page of its folder. git-doc's 51 include fragments (every
+# .txt there without a page of its own but one) score 0.66-1.00 in the page that includes them: the
+# rendering drops AsciiDoc's macro words (`linkgit:git-add[1]::` becomes `git-add(1)`), most in the
+# generated command lists (cmds-*.txt, 0.66-0.81). The one source that is a document of its own
+# (git-subtree.txt) scores 0.11 in the page nearest to it.
+INCLUDED_IN = 0.6
 SAMPLE_CAP = 256  # hashes kept per document at most: 2 KB
 
 _WORD = re.compile(r"[^\W_]+")  # letters and digits: '_no_' (Markdown's emphasis) is 'no', as rendered
@@ -87,7 +90,7 @@ SAME_FILE_HARD = "same file (a hard link)"
 SAME_BYTES = "same bytes"
 SAME_WORDS = "same text, markup and whitespace aside"
 SOURCE = "source or other rendering of the page kept"
-INCLUDED = "included whole in the page kept"
+INCLUDED = "included in the page kept"
 
 
 def reason(d: Duplicate) -> str:
@@ -201,7 +204,7 @@ class Duplicates:
 
 def _compare(docs: list[_Sketch], text_of: TextOf) -> list[Duplicate]:
     """The duplicates among the documents of one folder: sources and renderings of one page (same
-    stem), then sources included whole in a rendered page. Each document whose triples are looked
+    stem), then sources included in a rendered page. Each document whose triples are looked
     in is hashed again once, for both rules."""
     stems: dict[str, list[_Sketch]] = defaultdict(list)
     for s in docs:

@@ -16,8 +16,8 @@ read, duplicates by kind, the time the detector took against the time reading to
 
 A false positive would show as a pair called a duplicate that is not one: the lists (``--show``)
 are for reading them. Folders: Debian's git-doc, bash-doc, debian-policy, developers-reference,
-python3.11-doc (with its Sphinx furniture kept, so its ``_sources`` copies are in), cmake-doc,
-libcurl4-doc, vim-doc; FastAPI's docs (shared/bench); mcpower's own docs/. The ones not installed
+python3.11-doc and cmake-doc (with their Sphinx furniture kept, so their ``_sources`` copies are in),
+vim-doc; FastAPI's docs (shared/bench); mcpower's own docs/. The ones not installed
 are left out (``apt-get install git-doc`` ...). Writes JSON to benchmarks/results/duplicates.json.
 """
 
@@ -45,12 +45,11 @@ REPO = BENCH_DIR.parent
 BENCH_CORPORA = Path(os.environ.get("MCPOWER_BENCH_CORPORA", "/work/shared/bench"))
 FOLDERS: list[tuple[str, Path, bool]] = [  # (name, folder, keep site files)
     ("git-doc", Path("/usr/share/doc/git-doc"), False),
-    ("bash-doc", Path("/usr/share/doc/bash-doc"), False),
+    ("bash-doc", Path("/usr/share/doc/bash"), False),  # bash-doc links its pages there
     ("debian-policy", Path("/usr/share/doc/debian-policy"), False),
     ("developers-reference", Path("/usr/share/developers-reference"), True),
     ("python3.11-doc", Path("/usr/share/doc/python3.11/html"), True),
     ("cmake-doc", Path("/usr/share/doc/cmake-data/html"), True),
-    ("libcurl4-doc", Path("/usr/share/doc/libcurl4-doc"), False),
     ("vim-doc", Path("/usr/share/doc/vim/html"), False),
     ("fastapi", BENCH_CORPORA / "docs-fastapi" / "corpus", False),
     ("mcpower-docs", REPO / "docs", False),

@@ -111,7 +111,8 @@ def same_files(files: Sequence[SourceFile]) -> tuple[list[SourceFile], list[Dupl
     canonical path (module docstring); and the others, as duplicates of it."""
     by_identity: dict[tuple[int, int], list[SourceFile]] = defaultdict(list)
     for f in files:
-        by_identity[f.identity].append(f)
+        if f.identity[1]:  # a file system that gives no inode numbers (0) says nothing of sameness
+            by_identity[f.identity].append(f)
     dropped: set[str] = set()
     duplicates = []
     for group in by_identity.values():

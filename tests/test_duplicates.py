@@ -238,3 +238,12 @@ def test_hashes_are_the_same_in_every_run() -> None:
     env = {**os.environ, "PYTHONHASHSEED": "12345"}
     there = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
     assert json.loads(there) == duplicates.triples(words).tolist() and len(json.loads(there)) == 7
+
+
+def test_files_without_inode_numbers_are_never_taken_for_one(tmp_path: Path) -> None:
+    """Some file systems (or their drivers) give every file inode 0: that says nothing of sameness."""
+    from mcpower.discover import SourceFile
+
+    files = [SourceFile(rel, tmp_path / rel, 10, 0.0, tmp_path, (7, 0)) for rel in ("a.md", "b.md")]
+    kept, found = same_files(files)
+    assert [f.rel for f in kept] == ["a.md", "b.md"] and found == []

@@ -25,8 +25,8 @@ Markdown, reST, notebook, text, code; then the shortest path, then the first in 
 fewer than ``MIN_WORDS`` words are never called duplicates (two one-line stubs are two pages, and
 a handful of words says too little to compare).
 
-The detector keeps hashes, never texts: a 16-byte digest of each document's words and, only for
-documents in a folder that holds a rendered page or a same-stem partner, a sample of at most
+The detector keeps hashes, never texts: a 16-byte digest of each document's words and, only for a
+document with a same-stem partner or a source in a folder with a rendered page, a sample of at most
 ``SAMPLE_CAP`` hashes of its word triples (all of them for a short text; else those whose hash is 0
 modulo a power of two, an unbiased sample). A share is that sample's part found among all the
 other document's triples, hashed again from the text the ingest holds for it, one document at a
@@ -62,7 +62,7 @@ SHINGLE = 3  # words per shingle: long enough that unrelated pages of one packag
 # include (gitglossary.txt, 0.34: its own few lines are links the rendering rewrites). Unrelated
 # pages of one folder share 0.00-0.06 (docs/datasets.md#duplicates has the measurements).
 SOURCE_OF = 0.3
-# A fragment's share found in one rendered page of its folder. git-doc's 51 include fragments (every
+# A fragment's share found in one rendered page of its folder. git-doc's 44 include fragments (every
 # .txt there without a page of its own but one) score 0.66-1.00 in the page that includes them: the
 # rendering drops AsciiDoc's macro words (`linkgit:git-add[1]::` becomes `git-add(1)`), most in the
 # generated command lists (cmds-*.txt, 0.66-0.81). The one source that is a document of its own

@@ -6,17 +6,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from mcpower.defaults import (
-    DEFAULT_BACKEND,
-    DEFAULT_CHUNK_TOKENS,
-    DEFAULT_EMBEDDING_STORE_MB,
-    DEFAULT_MODEL,
-    DEFAULT_OVERLAP,
-)
+from mcpower import embedding
+from mcpower.defaults import DEFAULT_BACKEND, DEFAULT_CHUNK_TOKENS, DEFAULT_EMBEDDING_STORE_MB, DEFAULT_OVERLAP
 from mcpower.discover import DEFAULT_MAX_FILE_BYTES
 from mcpower.duplicates import Duplicate
-from mcpower.manifest import SourceInfo
+from mcpower.manifest import Origin, SourceInfo
 from mcpower.plan import IngestPlan
 from mcpower.results import ReindexCounts
 
@@ -30,7 +26,13 @@ class IngestOptions:
     dataset_id: str | None = None  # default: the folder name as a slug
     name: str | None = None  # default: the folder name
     description: str | None = None  # default: the previous version's, else "Documents from <name>"
-    model: str = DEFAULT_MODEL
+    # None: the previous version's model, else the one the documents' languages call for
+    # (model_choice.py: all-MiniLM-L6-v2 for English, multilingual-e5-small for the rest).
+    model: str | None = None
+    # The prompts put before each query and document text; None: the model's own (its folder's
+    # config_sentence_transformers.json), else the previous version's if it used this model.
+    query_prompt: str | None = None
+    document_prompt: str | None = None
     backend: str = DEFAULT_BACKEND
     cache_dir: Path | None = None  # where ONNX exports are cached (default: config.default_cache_dir())
     chunk_tokens: int = DEFAULT_CHUNK_TOKENS
@@ -60,6 +62,8 @@ class IngestOptions:
     # Recorded as the source's options instead of the ones above (the watcher re-ingests within its
     # operator's limits, and keeps the record as the dataset's owner made it: watch/limits.py).
     source_record: SourceInfo | None = None
+    # A fetched source (mcpower/sources/): where the folder came from, recorded with it.
+    origin: Origin | None = None
 
 
 @dataclass
@@ -94,6 +98,11 @@ class IngestReport:
     notes: list[str] = field(default_factory=list)  # worth telling the user, not errors
     languages: dict[str, int] = field(default_factory=dict)  # chunks per language, as published
     language: str | None = None  # the language forced for every chunk, if one was (--language)
+    model: str = ""  # the embedding model the dataset is built with
+    model_reason: str = ""  # why that one, when it was chosen rather than named (model_choice.py)
+    # The model loaded for this ingest, for a caller that goes on using it (`ingest --watch`).
+    embedder: embedding.Embedder | None = field(default=None, repr=False, compare=False)
+    fetch: Any = None  # a fetched source's report (sources.crawl.CrawlReport, sources.git.GitReport)
 
     def changes(self) -> ReindexCounts:
         """What this ingest changed, as a watcher reports its last re-index."""

@@ -20,13 +20,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import ValidationError
-
-from mcpower import __version__, embedding, gitignore
-from mcpower.analysis import normalize_language
+from mcpower import __version__, embedding, gitignore, model_choice
+from mcpower.analysis import SCHEME, normalize_language
 from mcpower.assembly import assemble, skip_summary
 from mcpower.chunking import CHUNKER
-from mcpower.defaults import DEFAULT_TOP_K
+from mcpower.defaults import DEFAULT_TOP_K, MAX_PROMPT_CHARS
 from mcpower.discover import SourceFile, discover
 from mcpower.duplicates import same_files
 from mcpower.embedding.store import EmbeddingStore
@@ -43,12 +41,12 @@ from mcpower.manifest import (
     Counts,
     DatasetInfo,
     EmbeddingInfo,
-    SourceInfo,
     is_valid_id,
     now_utc,
     slugify,
 )
 from mcpower.plan import IngestPlan, ProgressCallback
+from mcpower.provenance import check_same_source, source_record
 from mcpower.store import Catalog, ChunkRow, DatasetBuild, DocumentRow
 from mcpower.store.local import LocalCatalog
 from mcpower.unread import what_is_there
@@ -131,14 +129,12 @@ def ingest(
     if not files:
         why = what_is_there(src, skipped, skip_dirs) + (f"; skipped: {skip_summary(skipped)}" if skipped else "")
         raise IngestError(f"{source}: no documents to ingest — {why}")
-    t0 = time.perf_counter()
-    emb = embedder or embedding.load_embedder(opts.model, opts.backend, opts.cache_dir)
-    model_seconds = time.perf_counter() - t0
-    chunk_tokens, overlap = fit_window(chunk_tokens, overlap, emb.max_tokens)
-    report = IngestReport(ds_id, catalog.location(ds_id), skipped=list(skipped), model_seconds=model_seconds)
+    for flag, prompt in (("--query-prompt", opts.query_prompt), ("--document-prompt", opts.document_prompt)):
+        if prompt is not None and len(prompt) > MAX_PROMPT_CHARS:
+            raise IngestError(f"{flag} is {len(prompt)} characters; a prompt takes at most {MAX_PROMPT_CHARS}")
+    report = IngestReport(ds_id, catalog.location(ds_id), skipped=list(skipped))
     report.duplicates.extend(linked)
-    store = EmbeddingStore.open(opts.cache_dir or default_cache_dir(), emb) if opts.embedding_store_mb > 0 else None
-    run = _Run(src, ds_id, catalog, files, opts, emb, chunk_tokens, overlap, report, store)
+    run = _Run(src, ds_id, catalog, files, opts, embedder, chunk_tokens, overlap, report)
     try:
         if opts.dry_run:  # without the lock: a plan of the version current now
             _version(run, progress, announce)
@@ -149,11 +145,9 @@ def ingest(
             with catalog.lock(ds_id, opts.wait):
                 report.wait_seconds = time.perf_counter() - t0
                 _version(run, progress, announce)
-            if store is not None:
-                store.trim(int(opts.embedding_store_mb * 1024 * 1024))
     finally:
-        if store is not None:
-            store.close()
+        if run.store is not None:
+            run.store.close()
     report.seconds = time.perf_counter() - started
     return report
 
@@ -167,11 +161,11 @@ class _Run:
     catalog: Catalog
     files: list[SourceFile]
     opts: IngestOptions
-    emb: embedding.Embedder
+    embedder: embedding.Embedder | None  # the caller's, else loaded for the documents (model_choice)
     chunk_tokens: int
     overlap: int
     report: IngestReport
-    store: EmbeddingStore | None
+    store: EmbeddingStore | None = None  # opened once the model is known
 
 
 def _version(run: _Run, progress: ProgressCallback | None, announce: Callable[[IngestPlan], None] | None) -> None:
@@ -181,17 +175,32 @@ def _version(run: _Run, progress: ProgressCallback | None, announce: Callable[[I
     previous = run.catalog.current(run.ds_id)
     try:
         if previous is not None and not opts.replace:
-            _check_same_source(run.ds_id, previous.info, run.src)
-        fingerprint = _fingerprint(run.emb, run.chunk_tokens, run.overlap)
+            check_same_source(run.ds_id, previous.info, run.src, opts.origin)
+        t0 = time.perf_counter()
+        prev_info = previous.info if previous is not None else None
+        if run.embedder is not None:
+            emb = model_choice.prompted(run.embedder, opts, prev_info)
+        else:
+            emb = model_choice.load_for_ingest(run.src, run.files, opts, prev_info, report)
+        report.model_seconds = time.perf_counter() - t0
+        report.model, report.embedder = emb.model_name, emb
+        run.chunk_tokens, run.overlap = fit_window(
+            run.chunk_tokens, run.overlap, emb.max_tokens, model_choice.prompt_tokens(emb)
+        )
+        fingerprint = _fingerprint(emb, run.chunk_tokens, run.overlap)
         if previous is not None and not opts.full and previous.info.fingerprint != fingerprint:
             report.rebuild_reason = "the model or chunking settings changed"
         reuse = previous if previous is not None and not opts.full and not report.rebuild_reason else None
         report.full_rebuild = reuse is None
+        if opts.embedding_store_mb > 0:
+            run.store = EmbeddingStore.open(opts.cache_dir or default_cache_dir(), emb)
         language = report.language = _language(opts, previous.info if previous is not None else None)
         docs, chunks, vectors = assemble(
-            run.src, run.files, opts, run.emb, run.chunk_tokens, run.overlap, reuse, report, progress, language,
+            run.src, run.files, opts, emb, run.chunk_tokens, run.overlap, reuse, report, progress, language,
             store=run.store, announce=announce,
         )  # fmt: skip
+        if note := model_choice.coverage_note(emb, Counter(c.language for c in chunks)):
+            report.notes.append(note)
         report.documents, report.chunks = len(docs), len(chunks)
         report.languages = dict(Counter(c.language for c in chunks).most_common(MAX_LANGUAGES))
         if previous is not None and reuse is None:  # a full rebuild: what goes is not known from the reuse
@@ -202,7 +211,7 @@ def _version(run: _Run, progress: ProgressCallback | None, announce: Callable[[I
         if not run.src.is_dir():  # deleted or renamed meanwhile: the files not read yet are not gone from it
             raise IngestError(f"{run.src.name}: the folder vanished while it was read; nothing was published")
         prev = previous.info if previous is not None else None
-        info = _info(run, docs, chunks, prev, fingerprint, language)
+        info = _info(run, emb, docs, chunks, prev, fingerprint, language)
         if opts.skip_unchanged and prev is not None and _nothing_changed(prev, info, report):
             report.published = False
             published = prev
@@ -212,6 +221,8 @@ def _version(run: _Run, progress: ProgressCallback | None, announce: Callable[[I
             report.write_seconds = time.perf_counter() - t0
         report.documents, report.chunks = published.counts.documents, published.counts.chunks
         report.languages = dict(published.counts.languages)
+        if run.store is not None:
+            run.store.trim(int(opts.embedding_store_mb * 1024 * 1024))
     finally:
         if previous is not None:
             previous.close()
@@ -219,6 +230,7 @@ def _version(run: _Run, progress: ProgressCallback | None, announce: Callable[[I
 
 def _info(
     run: _Run,
+    emb: embedding.Embedder,
     docs: list[DocumentRow],
     chunks: list[ChunkRow],
     prev: DatasetInfo | None,
@@ -226,7 +238,7 @@ def _info(
     language: str | None,
 ) -> DatasetInfo:
     """What the manifest of the new version says."""
-    opts, emb = run.opts, run.emb
+    opts = run.opts
     now = now_utc()
     name = opts.name or run.src.name
     return DatasetInfo(
@@ -241,6 +253,9 @@ def _info(
                 "dimension": emb.dimension,
                 "max_tokens": emb.max_tokens,
                 "model_fingerprint": emb.model_fingerprint,
+                "query_prompt": emb.query_prompt,
+                "document_prompt": emb.document_prompt,
+                "languages": sorted(emb.languages) if emb.languages is not None else None,
             }
         ),
         chunking=ChunkingInfo(chunker=CHUNKER, chunk_tokens=run.chunk_tokens, overlap=run.overlap),
@@ -254,19 +269,20 @@ def _info(
         created_at=prev.created_at if prev else now,
         updated_at=now,
         mcpower_version=__version__,
-        source=_source_record(run.src, opts, run.report),
-        analysis=AnalysisInfo(language=language),
+        source=source_record(run.src, opts, run.report),
+        analysis=AnalysisInfo(scheme=SCHEME, language=language),
     )
 
 
-def fit_window(chunk_tokens: int, overlap: int, max_tokens: int) -> tuple[int, int]:
-    """Chunk size and overlap that fit the model's window (two tokens go to its markers).
+def fit_window(chunk_tokens: int, overlap: int, max_tokens: int, prompt_tokens: int = 0) -> tuple[int, int]:
+    """Chunk size and overlap that fit the model's window (two tokens go to its markers, and
+    ``prompt_tokens`` to the document prompt).
 
     A larger chunk size is lowered, with a warning the CLI shows, and the overlap scaled with it
     (1000/500 on a 256-token model gives 254/127), so chunks keep the share the user asked for
     instead of being nearly all overlap.
     """
-    window = max_tokens - 2
+    window = max(max_tokens - 2 - prompt_tokens, MIN_CHUNK_TOKENS)
     if chunk_tokens <= window:
         return chunk_tokens, overlap
     scaled = min(overlap * window // chunk_tokens, window // 2)
@@ -299,53 +315,23 @@ def _held_by_another(catalog: Catalog, ds_id: str) -> bool:
         return True
 
 
-def _check_same_source(ds_id: str, prev: DatasetInfo, src: Path) -> None:
-    """Refuse to rebuild ``ds_id`` from another folder than the one it was built from.
-
-    Raises:
-        IngestError: the dataset records another source folder.
-    """
-    if prev.source is None or prev.source.path == str(src):
-        return
-    raise IngestError(
-        f"dataset {ds_id!r} was built from {prev.source.path}, not {src}; nothing was changed. "
-        f"To keep both, give this one its own id (--id {slugify(src.parent.name + '-' + src.name) or 'NEW-ID'}); "
-        f"to rebuild {ds_id!r} from {src} instead, pass --replace"
-    )
-
-
-def _source_record(src: Path, opts: IngestOptions, report: IngestReport) -> SourceInfo | None:
-    """What the manifest records of the source folder and the options that select its files."""
-    if opts.source_record is not None:
-        return opts.source_record.model_copy(update={"path": str(src)})
-    try:
-        return SourceInfo(
-            path=str(src),
-            include=tuple(opts.include),
-            exclude=tuple(opts.exclude),
-            follow_symlinks=opts.follow_symlinks,
-            max_file_bytes=opts.max_file_bytes,
-            code=opts.code,
-            keep_site_files=opts.keep_site_files,
-            keep_duplicates=opts.keep_duplicates,
-        )
-    except ValidationError as e:
-        where, msg = ".".join(str(x) for x in e.errors()[0]["loc"]), e.errors()[0]["msg"]
-        reason = f"{where}: {msg}" if where else msg
-        report.notes.append(f"source folder not recorded ({reason[:200]}): `serve --watch` cannot watch this dataset")
-        return None
-
-
 def _nothing_changed(prev: DatasetInfo, info: DatasetInfo, report: IngestReport) -> bool:
     """Whether publishing ``info`` would only restamp the previous version ``prev``."""
     if report.full_rebuild or report.added or report.changed or report.removed or report.touched:
         return False
     ignored = {"updated_at", "mcpower_version"}
-    return prev.model_dump(include=set(DatasetInfo.model_fields) - ignored) == info.model_dump(exclude=ignored)
+    before = prev.model_dump(include=set(DatasetInfo.model_fields) - ignored)
+    after = info.model_dump(exclude=ignored)
+    for record in (before, after):  # a fetch that found nothing new is no new version
+        if record.get("source") and record["source"].get("origin"):
+            record["source"]["origin"].pop("fetched_at", None)
+    return before == after
 
 
 def _fingerprint(emb: embedding.Embedder, chunk_tokens: int, overlap: int) -> str:
     # torch and onnx fp32 give the same vectors; int8 does not, so precision is part of identity.
     precision = "int8" if emb.backend == "onnx-int8" else "fp32"
     key = f"{emb.model_fingerprint}|{emb.dimension}|{precision}|{CHUNKER}|{chunk_tokens}|{overlap}"
+    if emb.query_prompt or emb.document_prompt:  # other prompts, other vectors (none: as before prompts)
+        key += f"|{emb.query_prompt}|{emb.document_prompt}"
     return hashlib.sha256(key.encode()).hexdigest()[:32]

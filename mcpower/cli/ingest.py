@@ -1,4 +1,5 @@
-"""`mcpower ingest`: build or update a dataset from a folder, with progress bars and a report."""
+"""`mcpower ingest`: build or update a dataset from a folder, a site's URL or a git repository, with
+progress bars and a report."""
 
 from __future__ import annotations
 
@@ -10,6 +11,20 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from mcpower.cli.common import DatasetsDir, JsonFlag, WatchDebounce, milvus_catalog, settings, setup_logging
+from mcpower.cli.fetching import (
+    CrawlTimeout,
+    GitFlag,
+    Headers,
+    InFlight,
+    MaxPages,
+    PageTimeout,
+    Ref,
+    Subdir,
+    Submodules,
+    fetch_json,
+    fetch_options,
+    show_fetch,
+)
 from mcpower.cli.plans import dry_run_lines, duplicate_lines, plan_line
 from mcpower.cli.progress import Progress, duration, plural, rate
 from mcpower.defaults import BACKENDS, DEFAULT_CHUNK_TOKENS, DEFAULT_MAX_FILE_MB, DEFAULT_OVERLAP, DEFAULT_TOP_K
@@ -22,8 +37,13 @@ if TYPE_CHECKING:
 
 def ingest(
     path: Annotated[
-        Path,
-        typer.Argument(help="Folder of documents (.md .mdx .txt .rst .html .pdf .docx .ipynb; code with --code)."),
+        str,
+        typer.Argument(
+            help="Folder of documents (.md .mdx .txt .rst .html .pdf .docx .ipynb; code with --code), a site's URL "
+            "(http(s)://…: the pages under it are crawled) or a git repository (…/repo.git, git@host:path, "
+            "ssh://…, file://…).",
+            show_default=False,
+        ),
     ],
     dataset_id: Annotated[
         str | None, typer.Option("--id", help="Dataset id (a-z, 0-9, -); default: the folder name as a slug.")
@@ -42,7 +62,27 @@ def ingest(
     ] = None,
     model: Annotated[
         str | None,
-        typer.Option(help="Embedding model: all-MiniLM-L6-v2 (packaged), a local folder or cached hub name."),
+        typer.Option(
+            help="Embedding model: all-MiniLM-L6-v2 or multilingual-e5-small (packaged), a local folder or a "
+            "cached hub name [env MCPOWER_MODEL; default: the previous version's, else chosen by the documents' "
+            "languages].",
+            show_default=False,
+        ),
+    ] = None,
+    query_prompt: Annotated[
+        str | None,
+        typer.Option(
+            help="Text put before each query, e.g. 'query: ' for E5 models [default: the model folder's "
+            "config_sentence_transformers.json].",
+            show_default=False,
+        ),
+    ] = None,
+    document_prompt: Annotated[
+        str | None,
+        typer.Option(
+            help="Text put before each document chunk, e.g. 'passage: ' for E5 models [default: the model folder's].",
+            show_default=False,
+        ),
     ] = None,
     backend: Annotated[
         str | None, typer.Option(help=f"Embedding backend: {', '.join(BACKENDS)} [env MCPOWER_BACKEND; default onnx].")
@@ -137,12 +177,30 @@ def ingest(
     ] = False,
     watch_debounce: WatchDebounce = None,
     as_json: JsonFlag = False,
+    max_pages: MaxPages = 1000,
+    max_requests: InFlight = 4,
+    page_timeout: PageTimeout = 30.0,
+    crawl_timeout: CrawlTimeout = 3600.0,
+    header: Headers = None,
+    ref: Ref = None,
+    subdir: Subdir = None,
+    git: GitFlag = False,
+    recurse_submodules: Submodules = False,
 ) -> None:
-    """Build or update a dataset from a folder of documents (only changed files are re-embedded)."""
-    from mcpower import embedding
+    """Build or update a dataset from a folder of documents, a documentation site or a git repository
+    (only changed files are re-embedded; a site is asked only for what changed since the last crawl)."""
     from mcpower.ingestion import IngestOptions
     from mcpower.ingestion import ingest as run_ingest
     from mcpower.plan import PLAN_SHOWN
+    from mcpower.sources import kind_of
+
+    remote = kind_of(path, git)
+    if remote is not None and watch:
+        raise typer.BadParameter(
+            "a site or repository is kept current by `mcpower serve --watch --refresh SECONDS`", param_hint="--watch"
+        )
+    if remote is None and (ref or subdir or header):
+        raise typer.BadParameter("--ref, --subdir and --header are for a URL or a repository, not a folder")
 
     setup_logging()
     # SIGTERM unwinds like Ctrl-C, so the staging folder is removed on the way out.
@@ -160,6 +218,8 @@ def ingest(
         name=name,
         description=description,
         model=s.model,
+        query_prompt=query_prompt,
+        document_prompt=document_prompt,
         backend=s.backend,
         cache_dir=s.cache_dir,
         chunk_tokens=chunk_tokens,
@@ -181,19 +241,38 @@ def ingest(
     )
     if watch and dry_run:
         raise typer.BadParameter("--dry-run plans one ingest; it cannot --watch", param_hint="--dry-run")
-    if s.milvus_uri:
+    if s.milvus_uri and (remote is None or dataset_id is not None):
         refuse_shadowed(path, dataset_id, s)
-    # Watching re-ingests with the same model: load it once for both.
-    emb = embedding.load_embedder(s.model, s.backend, s.cache_dir) if watch else None
+    fetch = (
+        fetch_options(
+            max_pages,
+            max_requests,
+            page_timeout,
+            crawl_timeout,
+            header,
+            ref,
+            subdir,
+            git,
+            recurse_submodules,
+            options.max_file_bytes,
+        )
+        if remote
+        else None
+    )
     try:
         with Progress(enabled=not quiet and not as_json) as progress:
             target = milvus_catalog(s) if s.milvus_uri else s.datasets_dir
+            if fetch is not None:
+                from mcpower.sources.remote import ingest_source
 
-            def announce(plan: IngestPlan) -> None:
-                if progress.enabled and not dry_run and plan.to_embed > PLAN_SHOWN:
-                    progress.say(plan_line(plan))
+                report = ingest_source(path, target, options, fetch, s.cache_dir, progress=progress)
+            else:
 
-            report = run_ingest(path, target, options, embedder=emb, progress=progress, announce=announce)
+                def announce(plan: IngestPlan) -> None:
+                    if progress.enabled and not dry_run and plan.to_embed > PLAN_SHOWN:
+                        progress.say(plan_line(plan))
+
+                report = run_ingest(Path(path), target, options, progress=progress, announce=announce)
     except KeyboardInterrupt:
         kept = (
             "; the chunks embedded so far are kept: run the same command again to resume"
@@ -206,8 +285,14 @@ def ingest(
     if watch:
         from mcpower.cli.watching import watch_dataset
 
+        # Watching re-ingests with the model this ingest loaded (the dataset's): loaded once for both.
         watch_dataset(
-            report.dataset_id, path, options, s, emb, lambda r: _show(r, as_json, compact=True, location=False)
+            report.dataset_id,
+            Path(path),
+            options,
+            s,
+            report.embedder,
+            lambda r: _show(r, as_json, compact=True, location=False),
         )
 
 
@@ -227,6 +312,8 @@ def _show(
             "published": report.published,
             "dry_run": dry_run,
             "plan": report.plan.as_dict(),
+            "model": report.model,
+            "model_reason": report.model_reason or None,
             "languages": report.languages,
             "language": report.language,
             "skipped": [{"path": p, "reason": r} for p, r in report.skipped],
@@ -236,8 +323,11 @@ def _show(
             "phases": {k: round(v, 2) for k, v in report.phases().items()},
             "chunks_per_second": round(report.chunks_per_second, 1),
         }
+        if report.fetch is not None:
+            data["fetch"] = fetch_json(report.fetch)
         typer.echo(json.dumps(data, ensure_ascii=False, indent=None if compact else 2))
         return
+    show_fetch(report.fetch)
     furniture = furniture_counts(report.skipped)
     for rel, reason in report.skipped:
         if not is_furniture(reason):
@@ -251,6 +341,8 @@ def _show(
         typer.echo(f"note {rel}: {note}", err=True)
     for note in report.notes:
         typer.echo(f"note: {note}", err=True)
+    if report.model_reason:
+        typer.echo(f"model: {report.model} ({report.model_reason})", err=True)
     if dry_run:
         for line in dry_run_lines(report):
             typer.echo(line)
@@ -284,7 +376,7 @@ def _show(
         typer.echo(f"dataset: {report.location}")
 
 
-def refuse_shadowed(path: Path, dataset_id: str | None, s: Settings) -> None:
+def refuse_shadowed(path: str, dataset_id: str | None, s: Settings) -> None:
     """Refuse to write a dataset into Milvus under an id the datasets folder holds too: the
     folder's is served first, so the Milvus copy would never be.
 
@@ -295,7 +387,7 @@ def refuse_shadowed(path: Path, dataset_id: str | None, s: Settings) -> None:
     from mcpower.manifest import slugify
     from mcpower.store.local import LocalCatalog
 
-    ds_id = dataset_id if dataset_id is not None else slugify(path.expanduser().resolve().name)
+    ds_id = dataset_id if dataset_id is not None else slugify(Path(path).expanduser().resolve().name)
     catalog = LocalCatalog(s.datasets_dir)
     if ds_id and catalog.contains(ds_id):
         raise IngestError(

@@ -18,7 +18,11 @@ from typing import Any, TextIO
 PLAIN_EVERY = 10.0
 FALLBACK_SIZE = (80, 24)  # columns and lines of a terminal that reports no size
 
-_VERBS = {"files": ("reading", "read", "files"), "chunks": ("embedding", "embedded", "chunks")}
+_VERBS = {
+    "pages": ("fetching", "fetched", "pages"),
+    "files": ("reading", "read", "files"),
+    "chunks": ("embedding", "embedded", "chunks"),
+}
 
 
 def plural(n: int, word: str) -> str:
@@ -76,11 +80,17 @@ class Progress:
                 self._end(other)
             self.started[phase] = self.last_line[phase] = now
             self.totals[phase] = total
-            if not self.bars_on:
-                self.say(f"{_VERBS.get(phase, (phase,))[0]} {plural(total, _unit(phase))}…")
+            if not self.bars_on:  # a crawl's total grows as it finds links: it is not announced
+                self.say(
+                    "crawling…"
+                    if phase == "pages"
+                    else f"{_VERBS.get(phase, (phase,))[0]} {plural(total, _unit(phase))}…"
+                )
+        if phase == "pages":
+            self.totals[phase] = done  # what the closing line counts: the pages fetched so far
         if self.bars_on:
             self._bar(phase, done, total)
-        elif done >= total:
+        elif done >= total and phase != "pages":  # a crawl's pages end when reading starts
             self._end(phase)
         elif now - self.last_line[phase] >= PLAIN_EVERY:
             self.last_line[phase] = now
@@ -118,8 +128,10 @@ class Progress:
             bar = self.bars[phase] = tqdm(
                 total=total, desc=phase, unit=_unit(phase), file=self.stream, leave=True, ncols=columns, nrows=lines
             )
+        if total != bar.total:  # a crawl finds more pages as it goes
+            bar.total = total
         bar.update(done - bar.n)
-        if done >= total:
+        if done >= total and phase != "pages":
             self._end(phase)
 
     def say(self, line: str) -> None:

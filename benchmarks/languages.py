@@ -29,7 +29,8 @@ translation's questions on the English book; ``all``: every pair; ``none``):
 
 Markdown tables go to stdout, everything (per question: the sections and results) to ``--out``
 (default benchmarks/results/languages.json); ``--compare FILE`` adds a table of nDCG@10 against an
-earlier run's JSON (main's, for a feature branch), row by row. ``--coverage-only`` neither ingests nor searches: it reads
+earlier run's JSON (main's, for a feature branch), row by row, over the same questions (a --quick
+run or one book is compared with what the earlier run answered to those questions). ``--coverage-only`` neither ingests nor searches: it reads
 each page with mcpower's own reader and maps every line of the text a dataset would store to its
 section (how much maps through an exact heading path, which judged sections nothing reaches), and
 says how much of each translation is still English. It is the check to run on the held-out set
@@ -83,16 +84,13 @@ def code_version() -> str:
         return out.stdout if out.returncode == 0 else ""
 
     tree = git("rev-parse", "HEAD:mcpower").strip()[:12] or "no-git"
-    dirty = git("status", "--porcelain", "--", "mcpower")
-    if not dirty.strip():
+    untracked = sorted(git("ls-files", "--others", "--exclude-standard", "--", "mcpower").split())
+    diff = git("diff", "HEAD", "--", "mcpower")
+    if not diff and not untracked:
         return tree
-    h = hashlib.sha256(git("diff", "HEAD", "--", "mcpower").encode())
-    for line in dirty.splitlines():
-        if line.startswith("??"):
-            for f in sorted((REPO / line[3:].strip()).rglob("*")) if (REPO / line[3:].strip()).is_dir() else []:
-                h.update(f.read_bytes() if f.is_file() else b"")
-            if (REPO / line[3:].strip()).is_file():
-                h.update((REPO / line[3:].strip()).read_bytes())
+    h = hashlib.sha256(diff.encode())
+    for name in untracked:
+        h.update(name.encode() + b"\0" + (REPO / name).read_bytes())
     return f"{tree}+{h.hexdigest()[:8]}"
 
 
@@ -151,6 +149,13 @@ def ensure_dataset(book: Book, lang: str, args: argparse.Namespace) -> dict[str,
     return {**facts, "reused": False}
 
 
+def dataset_models(root: Path, datasets: Any) -> list[str]:
+    """The embedding models the manifests of these datasets name."""
+    from mcpower.manifest import MANIFEST_NAME, read_manifest
+
+    return sorted({read_manifest(root / f["dataset"] / MANIFEST_NAME).embedding.model for f in datasets})
+
+
 def translation_facts(book: Book, lang: str, args: argparse.Namespace, qset: QuestionSet) -> dict[str, Any] | None:
     """How much of the book in ``lang`` is still English, and which judged sections are."""
     if lang == "en":
@@ -198,6 +203,32 @@ def run_row(
             "results": [f"{r.path}:{r.lines.start}-{r.lines.end} {r.heading_path}"[:160] for r in response.results],
         }
     return {"questions": per_q, "latency": lat_stats(seconds), "seconds_ms": [round(s * 1000, 2) for s in seconds]}
+
+
+def earlier_rows(run: dict[str, Any]) -> dict[str, Any]:
+    """An earlier run's rows: as this script writes them, or in the compact form of the baseline kept
+    in benchmarks/data/languages (question -> [nDCG@10, MRR@10, no result, low confidence])."""
+    if "rows" in run:
+        return dict(run["rows"])
+    fields = ("ndcg@10", "mrr@10", "empty", "low_confidence")
+    return {
+        key: {mode: {"questions": {q: dict(zip(fields, v)) for q, v in qs.items()}} for mode, qs in modes.items()}
+        for key, modes in run["compact_rows"].items()
+    }
+
+
+def same_questions(base: dict[str, Any], now: dict[str, Any]) -> dict[str, Any]:
+    """An earlier run's rows cut to the rows, modes and questions of this run, so that a --quick run
+    or one book is compared with the same questions answered before."""
+    out: dict[str, Any] = {}
+    for key, modes in now.items():
+        for mode, row in modes.items():
+            old = base.get(key, {}).get(mode)
+            if old is None:
+                continue
+            questions = {q: v for q, v in old["questions"].items() if q in row["questions"]}
+            out.setdefault(key, {})[mode] = {**old, "questions": questions, "seconds_ms": []}
+    return out
 
 
 def rows_for(books: dict[str, Book], langs: set[str] | None, cross: str) -> list[tuple[str, str, str]]:
@@ -308,7 +339,8 @@ def run(
     for name, _, blang in rows:
         if (name, blang) not in datasets:
             datasets[(name, blang)] = ensure_dataset(books[name], blang, args)
-    registry = Registry(args.datasets_dir)
+    # The harness built these datasets itself, with the model its --ingest-arg named: it may load it.
+    registry = Registry(args.datasets_dir, allowed_models=dataset_models(args.datasets_dir, datasets.values()))
     results: dict[str, Any] = {}
     try:
         mappers: dict[tuple[str, str], SectionMapper] = {}
@@ -347,7 +379,11 @@ def run(
     print(markdown_report(summary, args.modes, quick=bool(args.quick)))
     if args.compare:
         base = json.loads(args.compare.read_text(encoding="utf-8"))
-        print("\n" + compare_report(summary, base["summary"], args.modes, f"{args.compare} ({base.get('code')})"))
+        same = same_questions(earlier_rows(base), results)
+        base_summary = summarize(
+            same, qsets, base["datasets"], [m for m in args.modes if any(m in r for r in same.values())]
+        )
+        print("\n" + compare_report(summary, base_summary, args.modes, f"{args.compare} ({base.get('code')})"))
     out = args.out or REPO / "benchmarks" / "results" / f"languages{'-heldout' if args.set == 'heldout' else ''}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     document = {

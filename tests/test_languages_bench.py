@@ -319,3 +319,27 @@ def test_cross_lingual_rows(bench: dict[str, ModuleType], tmp_path: Path) -> Non
         ("tiny", "de", "en"),
     ]
     assert harness.rows_for(books, {"de"}, "none") == [("tiny", "de", "de")]
+
+
+def test_a_comparison_uses_the_questions_both_runs_answered(bench: dict[str, ModuleType], tmp_path: Path) -> None:
+    ls, harness = bench["langsets"], bench["harness"]
+    from suite.langreport import compare_report, summarize
+
+    sets = write_book(tmp_path)
+    qset = ls.load_questions(sets, "tiny")
+
+    def q(ndcg: float) -> dict[str, Any]:
+        return {"ndcg@10": ndcg, "mrr@10": ndcg, "empty": False, "low_confidence": False, "sections": []}
+
+    before = {"tiny|en|en": {"hybrid": {"questions": {"q1": q(1.0), "q2": q(0.0)}, "seconds_ms": [1.0, 2.0]}}}
+    now = {"tiny|en|en": {"hybrid": {"questions": {"q2": q(0.5)}, "seconds_ms": [1.0]}}}  # a quick run: q2 only
+    facts = {"tiny|en": {"chunks": 10, "work_seconds": 1.0}}
+    same = harness.same_questions(before, now)
+    assert list(same["tiny|en|en"]["hybrid"]["questions"]) == ["q2"]
+    report = compare_report(
+        summarize(now, {"tiny": qset}, facts, ["hybrid"]),
+        summarize(same, {"tiny": qset}, facts, ["hybrid"]),
+        ["hybrid"],
+        "main",
+    )
+    assert "| English → English | 1 / 1 | 0.500 / 0.000 / +0.500 |" in report

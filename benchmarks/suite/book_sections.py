@@ -102,8 +102,8 @@ def _container_id(el: Any) -> str | None:
     if tag == "div" and _classes(el) & _DOCBOOK_SECTIONS:
         if el.get("id"):
             return str(el.get("id"))
-        first = el.xpath(".//*[self::h1 or self::h2 or self::h3 or self::h4 or self::h5 or self::h6][1]")
-        return _heading_anchor(first[0]) if first else None
+        first = next(el.iter(*_HEADINGS), None)  # its title, the first heading inside: found without a walk of it all
+        return _heading_anchor(first) if first is not None else None
     if tag == "div" and "section" in _classes(el) and el.get("id"):
         return str(el.get("id"))  # Sphinx before 4
     return None

@@ -40,7 +40,7 @@ def pooled(cells: Sequence[tuple[dict[str, Any], set[str] | None]], modes: list[
             "mrr@10": round(sum(q["mrr@10"] for q in qs) / len(qs), 4),
             "no_result": sum(q["empty"] for q in qs),
             "low_confidence": round(sum(q["low_confidence"] for q in qs) / len(qs), 4),
-            "p95_ms": round(pct(ms, 95), 1) if ms else max(row[mode]["latency"]["p95_ms"] for row, _ in cells),
+            "p95_ms": round(pct(ms, 95), 1) if ms else None,
         }
         out["questions"] = len(qs)
     return out
@@ -98,10 +98,10 @@ def summarize(
         "cross": cross,
         "datasets": {
             k: {
-                "chunks": f["chunks"],
-                "chunks_per_second": f["chunks_per_second"],
-                "seconds": f["seconds"],
-                "work_seconds": f["work_seconds"],
+                "chunks": f.get("chunks"),
+                "chunks_per_second": f.get("chunks_per_second"),
+                "seconds": f.get("seconds"),
+                "work_seconds": f.get("work_seconds"),
                 "coverage": f.get("coverage"),
                 "translation": f.get("translation"),
             }
@@ -212,8 +212,8 @@ def _labelled(summary: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def compare_report(summary: dict[str, Any], base: dict[str, Any], modes: list[str], base_name: str) -> str:
-    """nDCG@10 per mode against an earlier run's summary (its JSON's "summary"), row by row: the rows
-    both runs have, with the questions each pooled (a --quick run and a full one differ there)."""
+    """nDCG@10 per mode against an earlier run's summary, row by row: the rows both runs have, and
+    the questions each pooled (the same, when ``base`` was summarized from languages.same_questions)."""
     now, before = _labelled(summary), _labelled(base)
     head = ["row", "questions", *[f"{m} now / before / Δ" for m in modes]]
     lines = [f"Against {base_name}:", "", "| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]

@@ -82,7 +82,12 @@ from conftest import FakeEmbedder
 
 import faiss, numpy, sqlite3, tqdm  # everything the child would import lazily
 import mcpower.cli, mcpower.cli.app, mcpower.ingestion, mcpower.layout, mcpower.store.local.build, mcpower.store.local.catalog
+import mcpower.cli.ingest, mcpower.model_choice, mcpower.plan, mcpower.duplicates, mcpower.embedding.store
 from mcpower import embedding
+from mcpower.analysis import detection
+
+# The language model (fastText, no threads of its own) loaded once here, not in every child.
+detection.detect("The widget toolkit release notes describe every setting of the daemon.")
 
 
 class SlowFakeEmbedder(FakeEmbedder):

@@ -197,7 +197,7 @@ def test_ingest_indexes_each_text_once_and_says_which_copy_it_kept(
     paths = [r["path"] for r in json.loads(found.stdout)["results"]]
     assert "git-add.html" in paths and not {"git-add.txt", "git-rm.txt", "index.html"} & set(paths)
 
-    text = CliRunner().invoke(app, ["ingest", str(gitdoc), "--datasets-dir", str(datasets), "--full", "-q"])
+    text = CliRunner().invoke(app, ["ingest", str(gitdoc), "--datasets-dir", str(datasets), "-q"])  # nothing read again
     assert "skipped 4 duplicates of documents kept (--keep-duplicates keeps them" in text.stderr
     assert "2 source or other rendering of the page kept: git-add.txt (kept git-add.html)" in text.stderr
     assert "1 same file (a symlink to it): index.html (kept git.html)" in text.stderr

@@ -64,30 +64,36 @@ def dataset(datasets: Path) -> tuple[list[tuple[str, str]], list[tuple[int, str,
         store.close()
 
 
-@pytest.mark.parametrize("signame", ["SIGINT", "SIGKILL"])
 def test_an_ingest_killed_while_embedding_resumes_and_builds_what_a_clean_run_builds(
-    forks: IngestForkServer, corpus_and_clean_build: tuple[Path, Path], tmp_path: Path, signame: str
+    forks: IngestForkServer, corpus_and_clean_build: tuple[Path, Path], tmp_path: Path
 ) -> None:
+    """Ctrl-C, then SIGKILL of the run that resumed, then a run to the end: each run embeds only
+    what the ones before left, and the dataset is the clean build's."""
     source, clean = corpus_and_clean_build
     datasets, env = tmp_path / "datasets", {"MCPOWER_CACHE_DIR": str(tmp_path / "cache")}
     argv = ["ingest", str(source), "--id", "docs", "--datasets-dir", str(datasets)]
 
-    cut = forks.run(argv, signal=signame, kill_at_embed=3, embed_log=tmp_path / "first", env=env)
+    interrupted = forks.run(argv, signal="SIGINT", kill_at_embed=3, embed_log=tmp_path / "first", env=env)
 
-    assert cut.code == (130 if signame == "SIGINT" else -9)
+    assert interrupted.code == 130
     assert not (datasets / "docs" / MANIFEST_NAME).exists()  # nothing half-built was published
-    done_before = embedded(tmp_path / "first")
-    assert done_before == MEASURE + SLICE  # the timed first slice and one more: the third was cut
-    if signame == "SIGINT":
-        said = forks.log.read_text()
-        assert "interrupted: nothing was published" in said and "run the same command again to resume" in said
+    first = embedded(tmp_path / "first")
+    assert first == MEASURE + SLICE  # the timed first slice and one more: the third was cut
+    said = forks.log.read_text()
+    assert "interrupted: nothing was published" in said and "run the same command again to resume" in said
 
-    again = forks.run(argv, embed_log=tmp_path / "second", env=env)
+    killed = forks.run(argv, signal="SIGKILL", kill_at_embed=3, embed_log=tmp_path / "second", env=env)
 
-    assert again.code == 0
+    assert killed.code == -9 and not (datasets / "docs" / MANIFEST_NAME).exists()
+    second = embedded(tmp_path / "second")
+    assert second == MEASURE + SLICE  # none of the first run's chunks embedded again
+
+    finished = forks.run(argv, embed_log=tmp_path / "third", env=env)
+
+    assert finished.code == 0
     total = read_manifest(datasets / "docs" / MANIFEST_NAME).counts.chunks
-    assert total > done_before + SLICE
-    assert embedded(tmp_path / "second") == total - done_before  # only what was left
+    assert total > first + second
+    assert embedded(tmp_path / "third") == total - first - second  # only what was left
     resumed, fresh = dataset(datasets), dataset(clean)
     assert resumed[0] == fresh[0] and resumed[1] == fresh[1]
     assert np.array_equal(resumed[2], fresh[2])

@@ -52,7 +52,7 @@ def assemble(
     progress: ProgressCallback | None,
     language: str | None = None,
     *,
-    store: EmbeddingStore | None = None,
+    store: Callable[[], EmbeddingStore | None] | None = None,
     announce: Callable[[IngestPlan], None] | None = None,
 ) -> tuple[list[DocumentRow], list[ChunkRow], np.ndarray]:
     """The documents, chunks and vectors of the new version, each chunk with its language

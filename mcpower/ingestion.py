@@ -192,12 +192,16 @@ def _version(run: _Run, progress: ProgressCallback | None, announce: Callable[[I
             report.rebuild_reason = "the model or chunking settings changed"
         reuse = previous if previous is not None and not opts.full and not report.rebuild_reason else None
         report.full_rebuild = reuse is None
-        if opts.embedding_store_mb > 0:
-            run.store = EmbeddingStore.open(opts.cache_dir or default_cache_dir(), emb)
+
+        def open_store() -> EmbeddingStore | None:  # only for a long embedding (plan.embed_new)
+            if run.store is None and opts.embedding_store_mb > 0:
+                run.store = EmbeddingStore.open(opts.cache_dir or default_cache_dir(), emb)
+            return run.store
+
         language = report.language = _language(opts, previous.info if previous is not None else None)
         docs, chunks, vectors = assemble(
             run.src, run.files, opts, emb, run.chunk_tokens, run.overlap, reuse, report, progress, language,
-            store=run.store, announce=announce,
+            store=open_store, announce=announce,
         )  # fmt: skip
         if note := model_choice.coverage_note(emb, Counter(c.language for c in chunks)):
             report.notes.append(note)

@@ -1,7 +1,9 @@
 """An ingest's plan — what it reads, skips, keeps and embeds, and what the embedding will cost — and
 the embedding itself: new chunks' vectors taken from the embedding store where it has them, the
 rest embedded a slice at a time, each slice written to the store before the next starts
-(mcpower/embedding/store.py), so an interrupted ingest resumes and loses at most a slice.
+(mcpower/embedding/store.py), so an interrupted ingest resumes and loses at most a slice. An
+ingest with at most a slice of new chunks loses no more than that without the store, and leaves it
+closed: a small re-ingest (a save under --watch) costs no store file, no transaction, no fsync.
 
 The time is estimated from this machine's own rate: the one the embedding store recorded for the
 model at the last ingest that embedded enough to time, else one measured on ``MEASURE`` chunks
@@ -50,6 +52,7 @@ class IngestPlan:
     carried: int = 0  # chunks whose vectors come from the previous version
     from_store: int = 0  # chunks whose vectors come from the embedding store
     to_embed: int = 0  # chunks the model embeds
+    stored: bool = False  # whether they go to the embedding store (an interruption keeps them)
     removed: list[str] = field(default_factory=list)  # documents of the previous version it leaves out
     estimate_seconds: float | None = None  # to embed ``to_embed`` chunks
     chunks_per_second: float | None = None  # the rate the estimate assumes
@@ -77,7 +80,7 @@ def embed_new(
     texts: Sequence[str],
     out: NDArray[np.float32],
     rows: Sequence[int],
-    store: EmbeddingStore | None,
+    open_store: Callable[[], EmbeddingStore | None] | None,
     plan: IngestPlan,
     *,
     reuse_stored: bool = True,
@@ -85,9 +88,9 @@ def embed_new(
     progress: ProgressCallback | None = None,
     announce: Callable[[IngestPlan], None] | None = None,
 ) -> int:
-    """Fill ``out[rows[i]]`` with the vector of ``texts[i]``: from the store when it holds a sound
-    one (unless ``reuse_stored`` is False: ``--full``), else embedded a slice at a time, each
-    slice stored. Calls ``announce(plan)`` once, when the plan and its estimate are known (before
+    """Fill ``out[rows[i]]`` with the vector of ``texts[i]``: from the store (``open_store()``,
+    asked only for more than a slice of texts) when it holds a sound one (unless ``reuse_stored``
+    is False: ``--full``), else embedded a slice at a time, each slice stored. Calls ``announce(plan)`` once, when the plan and its estimate are known (before
     the first chunk is embedded, or after the timed first slice). Returns how many were embedded.
 
     A dry run embeds nothing, but when no rate is recorded a timed sample of ``MEASURE`` chunks.
@@ -95,6 +98,7 @@ def embed_new(
     Raises:
         IngestError: the model gave non-finite vectors.
     """
+    store = open_store() if open_store is not None and len(texts) > SLICE else None
     keys = store.keys(texts) if store is not None else []
     if store is None or not reuse_stored:
         stored = np.zeros(len(texts), dtype=bool)
@@ -102,6 +106,7 @@ def embed_new(
         stored = store.has(keys) if dry_run else store.load(keys, out, rows)
     todo = [int(i) for i in np.flatnonzero(~stored)]
     plan.from_store, plan.to_embed = len(texts) - len(todo), len(todo)
+    plan.stored = store is not None and store.usable
     chars = sum(len(texts[i]) for i in todo)
     recorded = store.rate() if store is not None else None
     if recorded is not None and todo:

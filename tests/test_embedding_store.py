@@ -14,9 +14,17 @@ from conftest import FakeEmbedder, write_files
 
 from mcpower.embedding.store import MAX_AGE_DAYS, EmbeddingStore, vector_space
 from mcpower.ingestion import IngestOptions, ingest
-from mcpower.plan import IngestPlan, embed_new
+from mcpower.plan import SLICE, IngestPlan, embed_new
 
 TEXTS = [f"chunk {i} about the zephyrine daemon and quokka number {i}" for i in range(40)]
+MANY = [f"chunk {i} about the zephyrine daemon and quokka number {i}" for i in range(SLICE + 6)]
+
+
+def long_document() -> str:
+    """More chunks than a slice: an ingest of it uses the store (a shorter one leaves it closed)."""
+    return "# A\n\n" + "\n".join(
+        f"## Part {p}\n\nThe zephyrine daemon of the alpha document runs part {p} at night.\n" for p in range(SLICE + 6)
+    )
 
 
 class Int8Fake(FakeEmbedder):
@@ -70,7 +78,7 @@ def test_blocks_stream_vectors_in_order_without_holding_them_all(tmp_path: Path)
 def test_a_damaged_vector_is_never_used_and_is_embedded_again(tmp_path: Path, damage: object) -> None:
     emb = FakeEmbedder()
     with stored(tmp_path) as store:
-        store.put(store.keys(TEXTS[:4]), emb.embed_documents(TEXTS[:4]))
+        store.put(store.keys(MANY), emb.embed_documents(MANY))
         path = store.path
     db = sqlite3.connect(path)
     (blob,) = db.execute("SELECT vector FROM vectors LIMIT 1").fetchone()
@@ -79,12 +87,12 @@ def test_a_damaged_vector_is_never_used_and_is_embedded_again(tmp_path: Path, da
     db.close()
 
     fresh = FakeEmbedder()
-    out = np.zeros((4, emb.dimension), np.float32)
+    out = np.zeros((len(MANY), emb.dimension), np.float32)
     with stored(tmp_path) as store:
-        embedded = embed_new(fresh, TEXTS[:4], out, range(4), store, IngestPlan())
-        assert store.damaged == 1 and len(store) == 4  # deleted, then stored again
+        embedded = embed_new(fresh, MANY, out, range(len(MANY)), lambda: store, IngestPlan())
+        assert store.damaged == 1 and len(store) == len(MANY)  # deleted, then stored again
     assert embedded == 1 and len(fresh.embedded) == 1
-    assert np.array_equal(out, emb.embed_documents(TEXTS[:4]))
+    assert np.array_equal(out, emb.embed_documents(MANY))
 
 
 def test_a_file_that_is_not_a_store_is_started_afresh(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -116,11 +124,11 @@ def test_an_unsafe_cache_folder_means_no_store_and_the_ingest_goes_on(
     cache = tmp_path / "cache"
     (cache / "embeddings").mkdir(parents=True)
     os.chmod(cache / "embeddings", 0o777)  # anyone could plant vectors here
-    source = write_files(tmp_path / "docs", {"a.md": "# A\n\nalpha words\n"})
+    source = write_files(tmp_path / "docs", {"a.md": long_document()})
 
     report = ingest(source, tmp_path / "datasets", IngestOptions(cache_dir=cache), embedder=FakeEmbedder())
 
-    assert report.documents == 1 and report.embedded == 1
+    assert report.documents == 1 and report.embedded == report.chunks > SLICE and report.plan.stored is False
     assert "no embedding store" in caplog.text and "writable by other users" in caplog.text
     assert os.listdir(cache / "embeddings") == []
 
@@ -167,7 +175,7 @@ def test_trim_removes_other_models_stores_left_unused_but_nothing_else(tmp_path:
 
 
 def test_no_store_when_turned_off(tmp_path: Path) -> None:
-    source = write_files(tmp_path / "docs", {"a.md": "# A\n\nalpha words\n"})
+    source = write_files(tmp_path / "docs", {"a.md": long_document()})
     options = IngestOptions(cache_dir=tmp_path / "cache", embedding_store_mb=0)
-    ingest(source, tmp_path / "datasets", options, embedder=FakeEmbedder())
+    assert ingest(source, tmp_path / "datasets", options, embedder=FakeEmbedder()).embedded > SLICE
     assert not (tmp_path / "cache" / "embeddings").exists()

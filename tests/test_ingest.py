@@ -320,8 +320,7 @@ def test_changing_chunk_size_forces_a_full_rebuild(corpus: Path, datasets_dir: P
 
     assert report.full_rebuild is True
     assert "chunking" in report.rebuild_reason
-    # Every chunk anew; the ones whose text did not change with the size come from the embedding store.
-    assert report.embedded + report.plan.from_store == report.chunks
+    assert report.embedded == report.chunks
     assert manifest_of(datasets_dir).chunking.chunk_tokens == 50
 
 
@@ -385,7 +384,7 @@ def test_an_unusable_previous_version_is_rebuilt(corpus: Path, datasets_dir: Pat
     report = run(corpus, datasets_dir)
 
     assert report.full_rebuild is True
-    assert report.embedded == 0 and report.plan.from_store == report.chunks  # the embedding store kept them
+    assert report.embedded == report.chunks
 
 
 # ------------------------------------------------------------------ locking and crash safety

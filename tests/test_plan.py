@@ -11,10 +11,10 @@ from conftest import INSTALL_MD, NOTES_TXT, REFERENCE_MD, USAGE_MD, FakeEmbedder
 from typer.testing import CliRunner
 
 from mcpower.cli.app import app
-from mcpower.embedding.store import EmbeddingStore
+from mcpower.embedding.store import STORE_FOLDER, EmbeddingStore
 from mcpower.ingestion import IngestOptions, ingest
 from mcpower.manifest import MANIFEST_NAME
-from mcpower.plan import MEASURE
+from mcpower.plan import MEASURE, SLICE
 
 
 def long_corpus(root: Path, files: int = 12) -> Path:
@@ -51,38 +51,52 @@ def test_a_dry_run_plans_and_publishes_nothing(tmp_path: Path, datasets_dir: Pat
     assert first.exit_code == 0, first.output
     manifest = (datasets_dir / "docs" / MANIFEST_NAME).read_bytes()
     (corpus / "guide" / "usage.md").unlink()
-    write_files(corpus, {"guide/upgrade.md": "# Upgrade\n\nStop the zephyrine daemon, then install the new one.\n"})
+    parts = "\n".join(f"## Step {p}\n\nStop the zephyrine daemon, then upgrade part {p} of it.\n" for p in range(80))
+    write_files(corpus, {"guide/upgrade.md": f"# Upgrade\n\n{parts}"})
     fake_embedder.embedded.clear()
+    argv = ["ingest", str(corpus), "--id", "docs", "--datasets-dir", str(datasets_dir), "--dry-run"]
 
-    planned = CliRunner().invoke(
-        app, ["ingest", str(corpus), "--id", "docs", "--datasets-dir", str(datasets_dir), "--dry-run", "--json"]
-    )
+    planned = CliRunner().invoke(app, [*argv, "--json"])
 
     assert planned.exit_code == 0, planned.output
     data = json.loads(planned.stdout)
-    plan = data["plan"]
+    plan, new = data["plan"], data["plan"]["to_embed"]
     assert data["dry_run"] is True and data["published"] is False
     assert (plan["read"], plan["unchanged"], plan["removed"]) == (1, 4, ["guide/usage.md"])
-    assert plan["to_embed"] == 1 and plan["carried"] == data["chunks"] - 1
-    # No rate recorded yet (the first ingest embedded too little to time): a sample was timed.
-    assert (
-        plan["sampled"] == 1 and plan["estimate_seconds"] is not None and "measured on 1 chunks" in plan["rate_basis"]
-    )
-    assert len(fake_embedder.embedded) == 1
+    assert new > SLICE and plan["carried"] == data["chunks"] - new and plan["from_store"] == 0
+    # No rate recorded yet (the first ingest embedded too little to time): a sample was timed, and kept.
+    assert plan["sampled"] == MEASURE and plan["sample_kept"] is True and plan["estimate_seconds"] is not None
+    assert f"measured on {MEASURE} chunks" in plan["rate_basis"]
+    assert len(fake_embedder.embedded) == MEASURE
     assert (datasets_dir / "docs" / MANIFEST_NAME).read_bytes() == manifest  # nothing published
 
-    text = CliRunner().invoke(
-        app, ["ingest", str(corpus), "--id", "docs", "--datasets-dir", str(datasets_dir), "--dry-run"]
+    text = CliRunner().invoke(app, argv).stdout
+    assert "docs: dry run, nothing published" in text
+    assert "would remove 1 document: guide/usage.md" in text
+    carried = plan["carried"]
+    assert (
+        f"{new - MEASURE} to embed, {carried} kept from the previous version, {MEASURE} from the embedding store"
+        in text
     )
-    assert "docs: dry run, nothing published" in text.stdout
-    assert "would remove 1 document: guide/usage.md" in text.stdout
-    kept = data["chunks"] - 1
-    assert f"0 to embed, {kept} kept from the previous version, 1 from the embedding store" in text.stdout
+    assert f"those {MEASURE} chunks were embedded to time the model, and are kept" in text
 
     fake_embedder.embedded.clear()
     real = ingest(corpus, datasets_dir, IngestOptions(dataset_id="docs"), embedder=fake_embedder)
-    assert real.embedded == 0 and real.plan.from_store == 1  # the sample is not embedded twice
+    assert real.plan.from_store == 2 * MEASURE and real.embedded == new - 2 * MEASURE  # no sample embedded twice
     assert real.removed == 1 and real.added == 1
+
+
+def test_a_short_embedding_leaves_the_store_closed(
+    tmp_path: Path, datasets_dir: Path, fake_embedder: FakeEmbedder
+) -> None:
+    """At most a slice to embed: an interruption loses no more without the store (a save under
+    --watch costs no store file, no transaction, no fsync)."""
+    cache = tmp_path / "cache"
+    report = ingest(
+        plain_corpus(tmp_path / "corpus"), datasets_dir, IngestOptions(cache_dir=cache), embedder=fake_embedder
+    )
+    assert 0 < report.embedded <= SLICE and report.plan.stored is False
+    assert not (cache / STORE_FOLDER).exists()
 
 
 def test_the_estimate_is_this_machine_s_recorded_rate(

@@ -259,26 +259,24 @@ def ingest(
         if remote
         else None
     )
+    resumable: list[bool] = []  # whether the embedding store keeps what this run embeds
     try:
         with Progress(enabled=not quiet and not as_json) as progress:
             target = milvus_catalog(s) if s.milvus_uri else s.datasets_dir
+
+            def announce(plan: IngestPlan) -> None:
+                resumable.append(plan.stored)
+                if progress.enabled and not dry_run and plan.to_embed > PLAN_SHOWN:
+                    progress.say(plan_line(plan))
+
             if fetch is not None:
                 from mcpower.sources.remote import ingest_source
 
-                report = ingest_source(path, target, options, fetch, s.cache_dir, progress=progress)
+                report = ingest_source(path, target, options, fetch, s.cache_dir, progress=progress, announce=announce)
             else:
-
-                def announce(plan: IngestPlan) -> None:
-                    if progress.enabled and not dry_run and plan.to_embed > PLAN_SHOWN:
-                        progress.say(plan_line(plan))
-
                 report = run_ingest(Path(path), target, options, progress=progress, announce=announce)
     except KeyboardInterrupt:
-        kept = (
-            "; the chunks embedded so far are kept: run the same command again to resume"
-            if s.embedding_store_mb
-            else ""
-        )
+        kept = "; the chunks embedded so far are kept: run the same command again to resume" if any(resumable) else ""
         typer.echo(f"interrupted: nothing was published; the dataset is as it was before this ingest{kept}", err=True)
         raise typer.Exit(130) from None
     _show(report, as_json, compact=watch, dry_run=dry_run)

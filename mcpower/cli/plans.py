@@ -51,7 +51,7 @@ def plan_line(plan: IngestPlan) -> str:
     return (
         f"plan: {documents}, {plural(plan.chunks, 'chunk')}, {embed}"
         + (f", {estimate}" if estimate else "")
-        + (f". {RESUME_HINT}")
+        + (f". {RESUME_HINT}" if plan.stored else "")
     )
 
 

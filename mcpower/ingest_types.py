@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from mcpower import embedding
-from mcpower.defaults import DEFAULT_BACKEND, DEFAULT_CHUNK_TOKENS, DEFAULT_EMBEDDING_STORE_MB, DEFAULT_OVERLAP
+from mcpower.defaults import DEFAULT_BACKEND, DEFAULT_CHUNK_TOKENS, DEFAULT_OVERLAP
 from mcpower.discover import DEFAULT_MAX_FILE_BYTES
 from mcpower.duplicates import Duplicate
 from mcpower.manifest import Origin, SourceInfo
@@ -47,7 +47,10 @@ class IngestOptions:
     default_top_k: int | None = None  # default: the previous version's, else DEFAULT_TOP_K
     full: bool = False  # re-embed everything: nothing carried over, nothing taken from the embedding store
     dry_run: bool = False  # read, chunk and plan, but embed nothing (a timed sample aside) and publish nothing
-    embedding_store_mb: float = DEFAULT_EMBEDDING_STORE_MB  # its limit (0: none; mcpower/embedding/store.py)
+    # The embedding store's limit (mcpower/embedding/store.py); 0: none. Off for a caller of the
+    # library that does not ask for it (it lives in the user's cache folder); `mcpower ingest` and the
+    # watcher pass MCPOWER_EMBEDDING_STORE_MB (DEFAULT_EMBEDDING_STORE_MB unless set).
+    embedding_store_mb: float = 0.0
     wait: bool = False  # wait for another ingest of the dataset instead of failing
     # Publish nothing when no file was added, changed, removed or touched and no option changed: a
     # re-ingest (or a watcher's save) that changed nothing must not make a new version.

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from conftest import FakeEmbedder, write_files
 
+from mcpower.defaults import DEFAULT_EMBEDDING_STORE_MB as STORE_MB
 from mcpower.embedding.store import MAX_AGE_DAYS, EmbeddingStore, vector_space
 from mcpower.ingestion import IngestOptions, ingest
 from mcpower.plan import SLICE, IngestPlan, embed_new
@@ -126,7 +127,12 @@ def test_an_unsafe_cache_folder_means_no_store_and_the_ingest_goes_on(
     os.chmod(cache / "embeddings", 0o777)  # anyone could plant vectors here
     source = write_files(tmp_path / "docs", {"a.md": long_document()})
 
-    report = ingest(source, tmp_path / "datasets", IngestOptions(cache_dir=cache), embedder=FakeEmbedder())
+    report = ingest(
+        source,
+        tmp_path / "datasets",
+        IngestOptions(cache_dir=cache, embedding_store_mb=STORE_MB),
+        embedder=FakeEmbedder(),
+    )
 
     assert report.documents == 1 and report.embedded == report.chunks > SLICE and report.plan.stored is False
     assert "no embedding store" in caplog.text and "writable by other users" in caplog.text

@@ -11,6 +11,7 @@ from conftest import INSTALL_MD, NOTES_TXT, REFERENCE_MD, USAGE_MD, FakeEmbedder
 from typer.testing import CliRunner
 
 from mcpower.cli.app import app
+from mcpower.defaults import DEFAULT_EMBEDDING_STORE_MB as STORE_MB
 from mcpower.embedding.store import STORE_FOLDER, EmbeddingStore
 from mcpower.ingestion import IngestOptions, ingest
 from mcpower.manifest import MANIFEST_NAME
@@ -81,7 +82,9 @@ def test_a_dry_run_plans_and_publishes_nothing(tmp_path: Path, datasets_dir: Pat
     assert f"those {MEASURE} chunks were embedded to time the model, and are kept" in text
 
     fake_embedder.embedded.clear()
-    real = ingest(corpus, datasets_dir, IngestOptions(dataset_id="docs"), embedder=fake_embedder)
+    real = ingest(
+        corpus, datasets_dir, IngestOptions(dataset_id="docs", embedding_store_mb=STORE_MB), embedder=fake_embedder
+    )
     assert real.plan.from_store == 2 * MEASURE and real.embedded == new - 2 * MEASURE  # no sample embedded twice
     assert real.removed == 1 and real.added == 1
 
@@ -93,7 +96,10 @@ def test_a_short_embedding_leaves_the_store_closed(
     --watch costs no store file, no transaction, no fsync)."""
     cache = tmp_path / "cache"
     report = ingest(
-        plain_corpus(tmp_path / "corpus"), datasets_dir, IngestOptions(cache_dir=cache), embedder=fake_embedder
+        plain_corpus(tmp_path / "corpus"),
+        datasets_dir,
+        IngestOptions(cache_dir=cache, embedding_store_mb=STORE_MB),
+        embedder=fake_embedder,
     )
     assert 0 < report.embedded <= SLICE and report.plan.stored is False
     assert not (cache / STORE_FOLDER).exists()
@@ -105,14 +111,19 @@ def test_the_estimate_is_this_machine_s_recorded_rate(
     source = long_corpus(tmp_path / "docs")
     cache = tmp_path / "cache"
     measuring = FakeEmbedder()
-    ingest(source, tmp_path / "elsewhere", IngestOptions(embedding_store_mb=0), embedder=measuring)
+    ingest(source, tmp_path / "elsewhere", IngestOptions(), embedder=measuring)
     chars = sum(len(t) for t in measuring.embedded)  # what the model reads: heading paths and texts
     store = EmbeddingStore.open(cache, fake_embedder)
     assert store is not None
     store.record_rate(chars=500, seconds=2.0)  # 250 characters a second
     store.close()
 
-    report = ingest(source, datasets_dir, IngestOptions(cache_dir=cache, dry_run=True), embedder=fake_embedder)
+    report = ingest(
+        source,
+        datasets_dir,
+        IngestOptions(cache_dir=cache, dry_run=True, embedding_store_mb=STORE_MB),
+        embedder=fake_embedder,
+    )
 
     plan = report.plan
     assert plan.estimate_seconds == pytest.approx(chars / 250)

@@ -17,6 +17,7 @@ from conftest import FakeEmbedder, write_files
 from republish_fixtures import IngestForkServer, write_versioned_corpus
 from watch_fixtures import ADDED, Clock, settle, watched_notes, write_notes
 
+from mcpower.defaults import DEFAULT_EMBEDDING_STORE_MB as STORE_MB
 from mcpower.errors import EmbeddingModelError
 from mcpower.ingestion import IngestOptions, ingest
 from mcpower.manifest import MANIFEST_NAME, read_manifest
@@ -40,7 +41,7 @@ def corpus_and_clean_build(tmp_path_factory: pytest.TempPathFactory) -> tuple[Pa
     root = tmp_path_factory.mktemp("resume")
     source = write_versioned_corpus(root / "docs", "v1", files=48, sections=4)
     clean = root / "clean"
-    ingest(source, clean, IngestOptions(dataset_id="docs", embedding_store_mb=0), embedder=FakeEmbedder())
+    ingest(source, clean, IngestOptions(dataset_id="docs"), embedder=FakeEmbedder())
     return source, clean
 
 
@@ -171,7 +172,7 @@ def test_with_the_real_model_a_resumed_build_is_the_clean_build(tmp_path: Path) 
                 raise KeyboardInterrupt
             return real.embed_documents(texts, progress)
 
-    options = IngestOptions(dataset_id="docs", cache_dir=tmp_path / "cache")
+    options = IngestOptions(dataset_id="docs", cache_dir=tmp_path / "cache", embedding_store_mb=STORE_MB)
     with pytest.raises(KeyboardInterrupt):
         ingest(source, tmp_path / "datasets", options, embedder=CtrlC())  # type: ignore[arg-type]
     assert not (tmp_path / "datasets" / "docs" / MANIFEST_NAME).exists()

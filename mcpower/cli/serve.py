@@ -389,7 +389,7 @@ def start_watcher(
     from mcpower.watch import Watcher, WatchLimits
 
     # The operator's limits: what a dataset's manifest records may narrow them, never widen them.
-    limits = WatchLimits(s.watch_follow_symlinks, int(s.max_file_mb * 1024 * 1024), s.watch_code)
+    limits = WatchLimits(s.watch_follow_symlinks, int(s.max_file_mb * 1024 * 1024), s.watch_code, s.embedding_store_mb)
     watcher = Watcher(registry, quiet=s.watch_debounce, limits=limits, on_event=on_event)
     watcher.start()
     if s.refresh > 0:  # sites and repositories: fetched again on an interval (watch/refresh.py)

@@ -89,6 +89,9 @@ async def test_same_tools_and_answers_as_in_memory(registry: Registry) -> None:
         assert "Sourdough" in read.contents[0].text
         missing = await c.call_tool("knowledge_search", {"query": "x", "dataset": "nope"})
         assert missing.is_error and missing.structured_content["error"]["code"] == "DATASET_NOT_FOUND"
+        unknown = await c.call_tool("knowledge_search", {"query": "harpsichord", "k": 2})  # a misspelt top_k
+        assert unknown.is_error and unknown.structured_content["error"]["code"] == "UNKNOWN_ARGUMENT"
+        assert "'k'" in unknown.structured_content["error"]["message"]
 
 
 async def test_modern_protocol_too(registry: Registry) -> None:

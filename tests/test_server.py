@@ -328,6 +328,34 @@ async def test_unknown_tool(client: Client, tmp_path: Path) -> None:
     await assert_search_works(client)
 
 
+@pytest.mark.parametrize(
+    ("tool", "args", "unknown"),
+    [
+        ("knowledge_search", {"query": "zephyrine", "k": 2}, "'k'"),
+        ("knowledge_search", {"query": "zephyrine", "topK": 2, "datasets": "handbook"}, "'topK', 'datasets'"),
+        ("knowledge_list_datasets", {"verbose": True}, "'verbose'"),
+        ("knowledge_get_source", {"result_id": "handbook:0", "scope": "chunk", "lines": 3}, "'lines'"),
+        ("knowledge_get_metadata", {"result_id": "handbook:0", "path": "x"}, "'path'"),
+    ],
+)
+async def test_unknown_arguments_are_refused_naming_them_and_the_accepted_ones(
+    client: Client, tmp_path: Path, tool: str, args: dict[str, Any], unknown: str
+) -> None:
+    message = assert_error(await client.call_tool(tool, args), "UNKNOWN_ARGUMENT", tmp_path)
+    assert unknown in message and tool in message
+    schema = {t.name: t.input_schema for t in (await client.list_tools()).tools}[tool]
+    assert schema["additionalProperties"] is False  # what the schema promised
+    accepted = list(schema["properties"])
+    assert (f"it takes {', '.join(accepted)}" if accepted else "it takes no arguments") in message
+    await assert_search_works(client)
+
+
+async def test_many_unknown_arguments_are_named_within_bounds(client: Client, tmp_path: Path) -> None:
+    args = {"query": "x", **{f"{'z' * 5000}{i}": i for i in range(50)}}
+    message = assert_error(await client.call_tool("knowledge_search", args), "UNKNOWN_ARGUMENT", tmp_path)
+    assert "and 45 more" in message and len(message) < 600
+
+
 async def test_corrupt_index_is_an_error_for_that_dataset_only(
     datasets: Path, make_registry: Callable[[Path], Registry], tmp_path: Path
 ) -> None:

@@ -18,6 +18,7 @@ from urllib.parse import unquote
 from mcp.server import MCPServer
 from mcp.server.lowlevel.helper_types import ReadResourceContents
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.tools import Tool
 from mcp.types import Resource as MCPResource
 from pydantic import BaseModel, ValidationError
 
@@ -31,7 +32,7 @@ from mcpower.server.documents import add_documents, list_documents, mime_type
 from mcpower.server.limits import Workers
 from mcpower.server.middleware import NoPromptsAdvertised, ResourceUriLimit, WarmUpAfterHandshake
 from mcpower.server.responses import Redactor, RedactPaths, error_result, known_folders, validation_error
-from mcpower.server.tools import TOOL_NAMES, add_tools, renamed
+from mcpower.server.tools import TOOL_NAMES, build_tools, renamed, unknown_arguments
 
 __all__ = ["TOOL_NAMES", "KnowledgeServer", "create_server"]  # TOOL_NAMES: tools.py
 
@@ -46,6 +47,7 @@ class KnowledgeServer(MCPServer):
 
     def __init__(self, registry: Registry, workers: Workers, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self.tools: dict[str, Tool] = {tool.name: tool for tool in kwargs.get("tools") or []}
         self.registry = registry
         self.workers = workers
         self.tool_names = TOOL_NAMES["default"]
@@ -68,6 +70,10 @@ class KnowledgeServer(MCPServer):
         self.workers.close()
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        tool = self.tools.get(name)
+        refused = unknown_arguments(tool, arguments) if tool is not None else None
+        if refused is not None:
+            return error_result("UNKNOWN_ARGUMENT", refused)
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as e:
@@ -113,9 +119,11 @@ def create_server(
     audit.tools = frozenset(names.values())
     audit.exists = lambda dataset_id: any(e.id == dataset_id for e in registry.entries())
 
+    workers = Workers(threads)
     server = KnowledgeServer(
         registry,
-        Workers(threads),
+        workers,
+        tools=build_tools(registry, workers.run, names),
         name="mcpower",
         version=__version__,
         instructions=renamed(
@@ -127,7 +135,6 @@ def create_server(
     )
     server.tool_names = names
     server.audit = audit
-    add_tools(server, registry, server.workers.run, names)
     add_documents(server, registry, server.workers.run)
 
     server.middleware.extend([audit, WarmUpAfterHandshake(registry), NoPromptsAdvertised(), ResourceUriLimit()])

@@ -25,6 +25,7 @@ from conftest import FakeEmbedder, join_warm_up
 from http_fixtures import TOKEN
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.types import ResourceTemplateReference
 from server_fixtures import add_broken_dataset
 from typer.testing import CliRunner
 
@@ -92,6 +93,11 @@ async def test_same_tools_and_answers_as_in_memory(registry: Registry) -> None:
         unknown = await c.call_tool("knowledge_search", {"query": "harpsichord", "k": 2})  # a misspelt top_k
         assert unknown.is_error and unknown.structured_content["error"]["code"] == "UNKNOWN_ARGUMENT"
         assert "'k'" in unknown.structured_content["error"]["message"]
+        template = ResourceTemplateReference(uri="mcpower://{dataset}/{+path}")
+        ids = await c.complete(template, {"name": "dataset", "value": "re"})
+        assert ids.completion.values == ["recipes"]
+        paths = await c.complete(template, {"name": "path", "value": "so"}, {"dataset": "recipes"})
+        assert paths.completion.values == ["soup/pumpkin.md"]
 
 
 async def test_modern_protocol_too(registry: Registry) -> None:

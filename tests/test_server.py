@@ -12,7 +12,7 @@ import jsonschema
 import pytest
 from conftest import FakeEmbedder, join_warm_up, write_files
 from mcp import Client, MCPError
-from mcp.types import CallToolResult
+from mcp.types import CallToolResult, PromptReference, ResourceTemplateReference
 from server_fixtures import (
     HANDBOOK,
     RECIPES,
@@ -21,6 +21,7 @@ from server_fixtures import (
     ingest_handbook,
 )
 
+from mcpower.ingestion import IngestOptions, ingest
 from mcpower.registry import Registry
 from mcpower.server.app import create_server
 
@@ -561,6 +562,49 @@ async def test_resource_template(client: Client) -> None:
     templates = (await client.list_resource_templates()).resource_templates
     assert [t.uri_template for t in templates] == ["mcpower://{dataset}/{+path}"]
     assert templates[0].name == "document"
+
+
+TEMPLATE = ResourceTemplateReference(uri="mcpower://{dataset}/{+path}")
+
+
+async def complete(client: Client, name: str, value: str, **context: str) -> Any:
+    return (await client.complete(TEMPLATE, {"name": name, "value": value}, context or None)).completion
+
+
+async def test_completions_of_dataset_ids_and_paths(client: Client, datasets: Path) -> None:
+    assert client.server_capabilities is not None and client.server_capabilities.completions is not None
+    assert (await complete(client, "dataset", "")).values == ["handbook", "recipes"]
+    found = await complete(client, "dataset", "Re")  # ids are matched whatever the case typed
+    assert found.values == ["recipes"] and found.total == 1 and not found.has_more
+    assert (await complete(client, "dataset", "zz")).values == []
+    assert (await complete(client, "path", "", dataset="recipes")).values == sorted(RECIPES)
+    assert (await complete(client, "path", "soup/", dataset="recipes")).values == ["soup/pumpkin.md"]
+    assert (await complete(client, "path", "guide/", dataset="handbook")).values == sorted(
+        p for p in HANDBOOK if p.startswith("guide/")
+    )
+    # A path without its dataset, or in one that does not exist (or is broken), completes nothing.
+    add_broken_dataset(datasets)
+    for context in ({}, {"dataset": "nope"}, {"dataset": "broken"}):
+        assert (await complete(client, "path", "", **context)).values == []
+    assert "broken" not in (await complete(client, "dataset", "")).values  # only ready datasets
+    prompt = await client.complete(PromptReference(name="x"), {"name": "dataset", "value": ""})
+    assert prompt.completion.values == []  # there are no prompts
+
+
+async def test_path_completions_are_bounded_and_fold_into_folders(
+    make_registry: Callable[[Path], Registry], tmp_path: Path
+) -> None:
+    files = {f"api/v{i % 3}/page{i:03}.md": f"# Page {i}\n\nText {i}.\n" for i in range(150)}
+    files["api.md"] = "# API\n\nThe index.\n"
+    ingest(
+        write_files(tmp_path / "src", files), tmp_path / "ds", IngestOptions(dataset_id="big"), embedder=FakeEmbedder()
+    )
+    async with Client(create_server(make_registry(tmp_path / "ds"))) as c:
+        top = await complete(c, "path", "", dataset="big")  # 151 paths: folded to their first part
+        assert top.values == ["api.md", "api/"] and top.total == 2
+        assert (await complete(c, "path", "api/", dataset="big")).values == ["api/v0/", "api/v1/", "api/v2/"]
+        v1 = await complete(c, "path", "api/v1/", dataset="big")
+        assert v1.values == sorted(p for p in files if p.startswith("api/v1/")) and len(v1.values) == 50
 
 
 # ---------------------------------------------------------------- re-ingest while serving

@@ -12,6 +12,7 @@ from urllib.parse import quote
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError
+from mcp.types import Completion, CompletionArgument, PromptReference, ResourceTemplateReference
 from mcp.types import Resource as MCPResource
 
 from mcpower.errors import McpowerError
@@ -24,6 +25,11 @@ URI_SCHEME = "mcpower"
 MAX_RESOURCE_CHARS = 300_000
 MAX_RESOURCE_JSON_BYTES = 1_000_000  # the text as JSON: 300,000 emoji or control characters would be 1.2-1.8 MB
 MAX_LISTED_RESOURCES = 2_000  # ~0.5 MB of resources/list
+TEMPLATE = f"{URI_SCHEME}://{{dataset}}/{{+path}}"
+# completion/complete: at most 100 values (the protocol's limit), from at most this many documents
+# of a dataset (the first ingested: the cost of one answer is bounded whatever the dataset's size).
+MAX_COMPLETIONS = 100
+MAX_COMPLETION_SCAN = 20_000
 
 
 def document_uri(dataset: str, path: str) -> str:
@@ -66,10 +72,11 @@ def list_documents(registry: Registry) -> list[MCPResource]:
 
 
 def add_documents(server: MCPServer, registry: Registry, run: Callable[[Callable[[], Any]], Awaitable[Any]]) -> None:
-    """Adds the document resource template to ``server``, reading on ``run``."""
+    """Adds the document resource template to ``server``, and completions of its arguments (a
+    dataset id; a path within the dataset already given), reading on ``run``."""
 
     @server.resource(
-        f"{URI_SCHEME}://{{dataset}}/{{+path}}",
+        TEMPLATE,
         name="document",
         title="Dataset document",
         description="A whole source document of a dataset, from the text stored at ingest.",
@@ -88,3 +95,54 @@ def add_documents(server: MCPServer, registry: Registry, run: Callable[[Callable
             return clip_json(doc.content[:MAX_RESOURCE_CHARS], MAX_RESOURCE_JSON_BYTES)
 
         return str(await run(read))
+
+    async def complete(
+        ref: ResourceTemplateReference | PromptReference, argument: CompletionArgument, context: Any
+    ) -> Completion | None:
+        if not isinstance(ref, ResourceTemplateReference) or ref.uri != TEMPLATE:
+            return None  # no prompts, and no other template
+        scoped = visible(registry, current_caller())  # only what the caller may read
+        if argument.name == "dataset":
+            datasets: Completion = await run(lambda: complete_dataset(scoped, argument.value))
+            return datasets
+        if argument.name == "path":
+            given = getattr(context, "arguments", None) or {}
+            dataset = given.get("dataset") if isinstance(given, dict) else None
+            if isinstance(dataset, str) and dataset:
+                paths: Completion = await run(lambda: complete_path(scoped, dataset, argument.value))
+                return paths
+        return Completion(values=[], total=0, has_more=False)
+
+    server.completion()(complete)  # type: ignore[no-untyped-call]  # the SDK's decorator is untyped
+
+
+def complete_dataset(registry: Registry, prefix: str) -> Completion:
+    """The ready dataset ids starting with ``prefix`` (case-insensitively)."""
+    found = [ds for ds in registry.ready_ids() if ds.lower().startswith(prefix.lower())]
+    return _completion(found)
+
+
+def complete_path(registry: Registry, dataset: str, prefix: str) -> Completion:
+    """The paths of ``dataset``'s documents starting with ``prefix``. When there are more than a
+    completion may hold, they are folded into their next folder (``guide/`` for ``guide/a.md`` ...),
+    as a shell completes one part at a time. An unknown or unreadable dataset completes nothing."""
+    try:
+        docs = registry.store(dataset).documents(limit=MAX_COMPLETION_SCAN)
+    except McpowerError:
+        return Completion(values=[], total=0, has_more=False)
+    paths = [d.path for d in docs if d.path.startswith(prefix)]
+    if len(paths) > MAX_COMPLETIONS:
+        folded: dict[str, None] = {}
+        for path in paths:
+            slash = path.find("/", len(prefix))
+            folded[path[: slash + 1] if slash >= 0 else path] = None
+        paths = list(folded)
+    return _completion(paths, more=len(docs) >= MAX_COMPLETION_SCAN)
+
+
+def _completion(values: list[str], more: bool = False) -> Completion:
+    return Completion(
+        values=values[:MAX_COMPLETIONS],
+        total=None if more else len(values),
+        has_more=more or len(values) > MAX_COMPLETIONS,
+    )

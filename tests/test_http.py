@@ -83,6 +83,8 @@ async def test_same_tools_and_answers_as_in_memory(registry: Registry) -> None:
         assert [r["result_id"] for r in got.structured_content["results"]] == [
             r["result_id"] for r in want.structured_content["results"]
         ]
+        assert [c.model_dump() for c in got.content[1:]] == [c.model_dump() for c in want.content[1:]]  # its links
+        assert got.content[1].type == "resource_link"
         rid = got.structured_content["results"][0]["result_id"]
         source = await c.call_tool("knowledge_get_source", {"result_id": rid, "scope": "chunk"})
         assert "harpsichord" in source.structured_content["content"]

@@ -23,7 +23,9 @@ from server_fixtures import (
 
 from mcpower.ingestion import IngestOptions, ingest
 from mcpower.registry import Registry
+from mcpower.results import SearchResponse
 from mcpower.server.app import create_server
+from mcpower.server.tools import with_links
 
 pytestmark = pytest.mark.anyio
 
@@ -204,6 +206,29 @@ async def test_search_result_shape(client: Client) -> None:
     assert isinstance(meta["duration_ms"], (int, float)) and meta["duration_ms"] >= 0
     assert isinstance(meta["low_confidence"], bool)
     assert len({r["result_id"] for r in data["results"]}) == len(data["results"])
+
+
+async def test_search_results_link_each_document_once_in_rank_order(client: Client) -> None:
+    r = await client.call_tool("knowledge_search", {"query": "toolkit", "top_k": 10, "group": "none"})
+    data = structured(r)
+    links = [c for c in r.content if c.type == "resource_link"]
+    documents = list(dict.fromkeys((x["dataset"], x["path"]) for x in data["results"]))
+    assert len(data["results"]) > len(documents) > 1  # some document has two results: linked once
+    assert [link.uri for link in links] == [f"mcpower://{ds}/{path}" for ds, path in documents]
+    by_path = {(x["dataset"], x["path"]): x for x in data["results"]}
+    for link in links:
+        ds, _, path = link.uri.removeprefix("mcpower://").partition("/")
+        assert link.name == f"{ds}/{path}" and link.title == by_path[(ds, path)]["title"]
+        assert link.mime_type == ("text/plain" if path.endswith(".txt") else "text/markdown")
+        read = await client.read_resource(link.uri)  # each link opens its document
+        assert read.contents[0].text == {"handbook": HANDBOOK, "recipes": RECIPES}[ds][path]  # type: ignore[union-attr]
+    # A crawled page's web address rides along in its link's _meta.url.
+    crawled = SearchResponse.model_validate(data)
+    crawled.results[0].url = "https://example.org/guide/install"
+    linked = with_links(CallToolResult(content=[]), crawled).content
+    assert linked[0].meta == {"url": "https://example.org/guide/install"} and linked[1].meta is None  # type: ignore[union-attr]
+    empty = await client.call_tool("knowledge_search", {"query": "qqqxqqq", "mode": "keyword"})
+    assert [c.type for c in empty.content] == ["text"]
 
 
 async def test_search_without_dataset_merges_all(client: Client) -> None:

@@ -93,6 +93,9 @@ def test_session_over_stdio(serve: Callable[..., StdioServer], datasets: Path) -
     assert json.loads(result["content"][0]["text"]) == data
     assert data["status"] == "ok"
     assert data["results"][0]["path"] == "notes.txt"
+    links = [c for c in result["content"] if c["type"] == "resource_link"]
+    assert links[0]["uri"] == f"mcpower://{data['results'][0]['dataset']}/notes.txt"
+    assert links[0]["mimeType"] == "text/plain"
     assert sorted(data["meta"]["datasets"]) == ["handbook", "recipes"]
     assert all(0 <= r["score"] <= 1 for r in data["results"])
 

@@ -10,16 +10,17 @@ from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver.tools import Tool
-from mcp.types import CallToolResult, ToolAnnotations
+from mcp.types import CallToolResult, ResourceLink, ToolAnnotations
 from pydantic import BeforeValidator, Field
 
 from mcpower import search
 from mcpower.defaults import DEFAULT_PER_DOCUMENT, MAX_PER_DOCUMENT
 from mcpower.ranking import MAX_QUERY_CHARS, MAX_TOP_K
 from mcpower.registry import Registry
-from mcpower.results import SearchFilters
+from mcpower.results import SearchFilters, SearchResponse
 from mcpower.search import MAX_OFFSET
 from mcpower.server.auth.callers import current_caller, visible
+from mcpower.server.documents import document_uri, mime_type
 from mcpower.server.responses import (
     DatasetList,
     MetadataOutput,
@@ -172,7 +173,7 @@ def build_tools(
                 per_document=per_document,
             )
         )
-        return json_result(response)  # logged once, by the audit log (audit.py)
+        return with_links(json_result(response), response)  # logged once, by the audit log (audit.py)
 
     async def knowledge_list_datasets() -> Annotated[CallToolResult, DatasetList]:
         scoped = visible(registry, current_caller())
@@ -237,6 +238,28 @@ def unknown_arguments(tool: Tool, arguments: dict[str, Any]) -> str | None:
     takes = f"it takes {', '.join(accepted)}" if accepted else "it takes no arguments"
     noun = "argument" if len(unknown) == 1 else "arguments"
     return f"{tool.name} has no {noun} {shown}; {takes}"
+
+
+def with_links(result: CallToolResult, response: SearchResponse) -> CallToolResult:
+    """``result`` with a ``resource_link`` after its JSON text for each document the results come
+    from (once each, in rank order): ``mcpower://dataset/path``, which resources/read opens; a
+    crawled page's or a repository file's web address rides along in the link's ``_meta.url``."""
+    seen: set[str] = set()
+    for r in response.results:
+        uri = document_uri(r.dataset, r.path)
+        if uri in seen:
+            continue
+        seen.add(uri)
+        link = ResourceLink(
+            type="resource_link",
+            uri=uri,
+            name=f"{r.dataset}/{r.path}",
+            title=r.title or None,
+            mime_type=mime_type(r.file_type),
+            meta={"url": r.url} if r.url else None,
+        )
+        result.content.append(link)
+    return result
 
 
 def renamed(text: str, names: dict[str, str]) -> str:

@@ -8,11 +8,12 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import jsonschema
 import pytest
 from conftest import FakeEmbedder, join_warm_up, write_files
 from mcp import Client, MCPError
-from mcp.types import CallToolResult, PromptReference, ResourceTemplateReference
+from mcp.types import CallToolResult, PromptReference, ResourceListChangedNotification, ResourceTemplateReference
 from server_fixtures import (
     HANDBOOK,
     RECIPES,
@@ -26,6 +27,7 @@ from mcpower.registry import Registry
 from mcpower.results import SearchResponse
 from mcpower.server.app import create_server
 from mcpower.server.tools import with_links
+from mcpower.watch.watcher import WatchEvent
 
 pytestmark = pytest.mark.anyio
 
@@ -630,6 +632,34 @@ async def test_path_completions_are_bounded_and_fold_into_folders(
         assert (await complete(c, "path", "api/", dataset="big")).values == ["api/v0/", "api/v1/", "api/v2/"]
         v1 = await complete(c, "path", "api/v1/", dataset="big")
         assert v1.values == sorted(p for p in files if p.startswith("api/v1/")) and len(v1.values) == 50
+
+
+async def test_a_republished_dataset_is_announced_to_connected_clients(registry: Registry) -> None:
+    """A watcher's re-index (on its own thread) reaches a 2025-11-25 client as
+    notifications/resources/list_changed, and a 2026-07-28 client on its subscriptions/listen stream;
+    its other events are not announced. Waits on the notifications themselves."""
+    server = create_server(registry)
+    announce = server.changes.observer()
+    seen: list[Any] = []
+    arrived = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, ResourceListChangedNotification):
+            seen.append(message)
+            arrived.set()
+
+    async with Client(server, mode="legacy", message_handler=on_message) as old:
+        await old.list_resources()  # connected
+        await anyio.to_thread.run_sync(announce, WatchEvent("handbook", "watching"))  # not a change
+        await anyio.to_thread.run_sync(announce, WatchEvent("handbook", "reindexed"))
+        with anyio.fail_after(30):
+            await arrived.wait()
+        assert len(seen) == 1
+    async with Client(server, mode="auto") as new, new.listen(resources_list_changed=True) as stream:
+        await anyio.to_thread.run_sync(announce, WatchEvent("handbook", "reindexed"))
+        with anyio.fail_after(30):
+            event = await stream.__anext__()
+        assert type(event).__name__ == "ResourcesListChanged"
 
 
 # ---------------------------------------------------------------- re-ingest while serving

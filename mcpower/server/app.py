@@ -28,6 +28,7 @@ from mcpower.errors import McpowerError
 from mcpower.registry import Registry
 from mcpower.server.audit import AuditLog
 from mcpower.server.auth.callers import current_caller, visible
+from mcpower.server.changes import Changes
 from mcpower.server.documents import add_documents, list_documents, mime_type
 from mcpower.server.limits import Workers
 from mcpower.server.middleware import NoPromptsAdvertised, ResourceUriLimit, WarmUpAfterHandshake
@@ -53,6 +54,7 @@ class KnowledgeServer(MCPServer):
         self.tool_names = TOOL_NAMES["default"]
         self.redactor = Redactor(known_folders(registry.root))
         self.audit = AuditLog()  # create_server sets the one its middleware uses
+        self.changes = Changes()  # and the one that tells its clients of republished datasets
 
     async def answer(self, tool: str, arguments: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
         """What an MCP client reads from calling ``tool`` ('search', 'list', 'source', 'metadata'):
@@ -120,10 +122,12 @@ def create_server(
     audit.exists = lambda dataset_id: any(e.id == dataset_id for e in registry.entries())
 
     workers = Workers(threads)
+    changes = Changes()
     server = KnowledgeServer(
         registry,
         workers,
         tools=build_tools(registry, workers.run, names),
+        subscriptions=changes.bus,
         name="mcpower",
         version=__version__,
         instructions=renamed(
@@ -135,9 +139,12 @@ def create_server(
     )
     server.tool_names = names
     server.audit = audit
+    server.changes = changes
     add_documents(server, registry, server.workers.run)
 
-    server.middleware.extend([audit, WarmUpAfterHandshake(registry), NoPromptsAdvertised(), ResourceUriLimit()])
+    server.middleware.extend(
+        [changes, audit, WarmUpAfterHandshake(registry), NoPromptsAdvertised(), ResourceUriLimit()]
+    )
     # Outermost: whatever answers a request, its text leaves through here.
     server.middleware.insert(0, RedactPaths(server.redactor))
     return server

@@ -296,7 +296,21 @@ async def test_login_sets_a_cookie_the_pages_take_and_mcp_does_not(registry: Reg
 async def test_a_page_shows_who_is_signed_in(registry: Registry) -> None:
     async with serving(registry, token=TOKEN) as (_, app), web(app, token=TOKEN) as h:
         page = (await h.get("/")).text
-    assert 'data-testid="logout"' in page and "Signed in as <bdi>token</bdi>" in page
+        missing = await h.get("/doc?id=recipes:00000000000000ff")  # an error page keeps the header
+        unrouted = await h.get("/no-such-page")
+    # the all-datasets MCPOWER_TOKEN is the operator, as the operator would say it
+    assert 'data-testid="logout"' in page and "Signed in as <bdi>operator</bdi>" in page
+    assert missing.status_code == 404 and "Signed in as <bdi>operator</bdi>" in missing.text
+    assert unrouted.status_code == 404
+
+
+async def test_the_login_page_has_no_links_that_lead_back_to_it(registry: Registry) -> None:
+    async with serving(registry, token=TOKEN) as (_, app), web(app) as h:
+        login = (await h.get("/login?next=/search")).text
+        again = (await h.post("/login", data={"token": "wrong", "next": "/"}, headers={"Origin": BASE})).text
+    for text in (login, again):
+        assert 'data-testid="login-form"' in text
+        assert 'data-testid="nav-search"' not in text and 'href="/"' not in text
 
 
 @pytest.mark.parametrize(

@@ -537,6 +537,42 @@ async def test_a_pdf_result_opens_at_its_page(registry: Registry, datasets: Path
     assert 'data-testid="doc-pages">1–2<' in page and "· pages 1–2" in results
 
 
+MKDOCS_PAGE = (
+    "# Middleware { #middleware }\n\n"
+    "## Advanced middleware { #advanced-middleware }\n\n"
+    + "".join(f"Filler sentence number {i} about nothing in particular. " for i in range(30))
+    + "The **ocelot** handler wraps every request; see [the guide](https://example.org/guide).\n\n"
+    "```python\napp.add_middleware(OcelotMiddleware)\n```\n\n"
+    "| option | meaning |\n|---|---|\n| `strict` | refuse <b>unknown</b> hosts |\n"
+)
+
+
+async def test_a_result_reads_as_an_excerpt_without_markdown_and_the_whole_passage_on_demand(
+    registry: Registry, datasets: Path, tmp_path: Path
+) -> None:
+    ingest(
+        write_files(tmp_path / "site", {"middleware.md": MKDOCS_PAGE}),
+        datasets,
+        IngestOptions(dataset_id="site"),
+        embedder=FakeEmbedder(),
+    )
+    registry.scan()
+    async with serving(registry) as (server, app), web(app) as h:
+        page = (await h.get("/search", params={"q": "ocelot handler", "dataset": "site"})).text
+        async with Client(server) as agent:  # an agent's snippet: no attribute blocks either
+            found = await agent.call_tool("knowledge_search", {"query": "ocelot handler", "dataset": "site"})
+    snippets = [r["snippet"] for r in found.structured_content["results"]]
+    assert snippets and not any("{ #" in s for s in snippets)
+    result = page[page.index('data-testid="result-snippet"') :]
+    excerpt = result[: result.index("</p>")]
+    assert "<mark>ocelot</mark>" in excerpt and len(excerpt) < 600  # the part around the match, short
+    assert "Filler sentence number 0 " not in excerpt
+    assert 'data-testid="result-more"' in result and "<details" in page  # the whole passage, without JavaScript
+    for raw in ("{ #", "*", "```", "|---", "](https://", "<b>unknown", "&lt;b&gt;", "## ", "///", "{*"):
+        assert raw not in page[page.index('class="results"') :], raw
+    assert "option · meaning" in page and "app.add_middleware(OcelotMiddleware)" in page
+
+
 def test_no_web_is_a_flag_and_a_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     from typer.testing import CliRunner
 

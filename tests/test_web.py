@@ -23,6 +23,7 @@ from http_fixtures import TOKEN
 from mcp import Client
 from server_fixtures import add_broken_dataset
 
+import mcpower.search
 from mcpower.ingestion import IngestOptions, ingest
 from mcpower.registry import Registry
 from mcpower.server.app import KnowledgeServer, create_server
@@ -571,6 +572,35 @@ async def test_a_result_reads_as_an_excerpt_without_markdown_and_the_whole_passa
     for raw in ("{ #", "*", "```", "|---", "](https://", "<b>unknown", "&lt;b&gt;", "## ", "///", "{*"):
         assert raw not in page[page.index('class="results"') :], raw
     assert "option · meaning" in page and "app.add_middleware(OcelotMiddleware)" in page
+
+
+async def test_a_result_with_a_web_address_links_to_the_original(
+    registry: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = mcpower.search.search
+    given = [""]
+
+    def crawled(*args: Any, **kwargs: Any) -> Any:  # as a crawled site's results carry their page's url
+        response = real(*args, **kwargs)
+        for result in response.results:
+            result.url = given[0]
+        return response
+
+    monkeypatch.setattr(mcpower.search, "search", crawled)
+    cases = {
+        "https://example.org/guide/usage": True,
+        "javascript:alert(1)": False,
+        "data:text/html,<b>x</b>": False,
+        "https://example.org/a b": False,
+    }
+    async with serving(registry) as (_, app), web(app) as h:
+        for url, linked in cases.items():
+            given[0] = url
+            page = (await h.get("/search", params={"q": "quokka diagnostics"})).text
+            assert ('data-testid="result-url"' in page) is linked, url
+            if linked:
+                assert f'href="{url}" rel="noopener noreferrer nofollow"' in page
+            assert 'href="javascript:' not in page and 'href="data:' not in page
 
 
 def test_no_web_is_a_flag_and_a_setting(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -20,7 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcpower import __version__
 from mcpower.server.auth import callers
-from mcpower.web.text import excerpt, highlight, plain, readable, visible
+from mcpower.web.text import excerpt, highlight, plain, readable, visible, web_url
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +63,7 @@ def _environment() -> Environment:
     env.filters["plain"] = plain
     env.filters["readable"] = readable
     env.filters["excerpt"] = excerpt
+    env.filters["web_url"] = web_url
     env.filters["number"] = lambda n: "" if n is None else f"{n:,}"
     env.filters["size"] = human_size
     env.filters["when"] = when

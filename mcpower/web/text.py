@@ -143,6 +143,15 @@ def excerpt(text: object, query: str, chars: int = 320) -> str:
     return best_snippet(readable(text), query_terms(query), chars)
 
 
+def web_url(url: object) -> str | None:
+    """``url`` if it is an http(s) address a page may link to (a result's ``url``), else None: a
+    ``javascript:`` or ``data:`` address from a crawled page is never made a link."""
+    text = "" if url is None else str(url)
+    if len(text) > 2048 or _HIDDEN.search(text) or any(c.isspace() for c in text):
+        return None
+    return text if re.match(r"https?://[^/?#\s]", text, re.I) else None
+
+
 def _term_pattern(term: str) -> str:
     word = re.escape(term)
     # Whole words for alphabetic terms (as the keyword index matches them); CJK terms anywhere.

@@ -298,7 +298,7 @@ def serve(
     from mcpower.server.stdio import run_stdio
 
     server = create_server(registry, s.tool_names, threads=s.worker_threads, audit=AuditLog(s.audit_queries))
-    start_watcher(registry, s)
+    start_watcher(registry, s, server.changes.observer())  # republished datasets: clients are told
     run_stdio(server)
 
 

@@ -11,6 +11,7 @@ import hashlib
 import logging
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -49,9 +50,11 @@ def assemble(
     report: IngestReport,
     progress: ProgressCallback | None,
     language: str | None = None,
+    reader: Reader | None = None,
 ) -> tuple[list[DocumentRow], list[ChunkRow], np.ndarray]:
     """The documents, chunks and vectors of the new version, each chunk with its language
-    (``language`` forced, else detected: mcpower.analysis).
+    (``language`` forced, else detected: mcpower.analysis); files read with ``reader`` (the
+    ingest's, which the ingest ends), else with a reader of its own.
 
     Raises:
         IngestError: every file was skipped; the model gave non-finite vectors; the language
@@ -71,7 +74,7 @@ def assemble(
     to_embed: list[tuple[int, str]] = []  # (position in chunks, text to embed)
     indexed_at = now_utc().isoformat()
     t0 = time.perf_counter()
-    with Reader() as reader:
+    with Reader() if reader is None else nullcontext(reader) as reader:
         for n, f in enumerate(files, 1):
             if progress:
                 progress("files", n, len(files))

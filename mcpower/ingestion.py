@@ -23,6 +23,7 @@ from mcpower import __version__, embedding, gitignore, model_choice
 from mcpower.analysis import SCHEME, normalize_language
 from mcpower.assembly import ProgressCallback, assemble, skip_summary
 from mcpower.chunking import CHUNKER, SUPPORTED_TYPES
+from mcpower.chunking.worker import Reader
 from mcpower.defaults import DEFAULT_BACKEND, DEFAULT_CHUNK_TOKENS, DEFAULT_OVERLAP, DEFAULT_TOP_K, MAX_PROMPT_CHARS
 from mcpower.discover import DEFAULT_MAX_FILE_BYTES, discover
 from mcpower.errors import DatasetLockedError, IngestError
@@ -240,6 +241,8 @@ def ingest(
     with catalog.lock(ds_id, opts.wait):
         report.wait_seconds = time.perf_counter() - t0
         previous = catalog.current(ds_id)
+        # One reader for the ingest: the worker process that reads the model choice's sample reads the files.
+        reader = Reader()
         try:
             if previous is not None and not opts.replace:
                 check_same_source(ds_id, previous.info, src, opts.origin)
@@ -248,7 +251,7 @@ def ingest(
             if embedder is not None:
                 emb = model_choice.prompted(embedder, opts, prev_info)
             else:
-                emb = model_choice.load_for_ingest(src, files, opts, prev_info, report)
+                emb = model_choice.load_for_ingest(src, files, opts, prev_info, report, reader)
             report.model_seconds = time.perf_counter() - t0
             report.model, report.embedder = emb.model_name, emb
             chunk_tokens, overlap = fit_window(chunk_tokens, overlap, emb.max_tokens, model_choice.prompt_tokens(emb))
@@ -260,8 +263,9 @@ def ingest(
             language = _language(opts, previous.info if previous is not None else None)
             report.language = language
             docs, chunks, vectors = assemble(
-                src, files, opts, emb, chunk_tokens, overlap, reuse, report, progress, language=language
+                src, files, opts, emb, chunk_tokens, overlap, reuse, report, progress, language=language, reader=reader
             )
+            reader.close()  # the worker process ends once every file is read
             if note := model_choice.coverage_note(emb, Counter(c.language for c in chunks)):
                 report.notes.append(note)
             if not src.is_dir():  # deleted or renamed meanwhile: the files not read yet are not gone from it
@@ -308,6 +312,7 @@ def ingest(
                 published = catalog.publish(DatasetBuild(info, docs, chunks, vectors))
                 report.write_seconds = time.perf_counter() - t0
         finally:
+            reader.close()
             if previous is not None:
                 previous.close()
     report.documents, report.chunks = published.counts.documents, published.counts.chunks

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from mcpower import __version__, embedding, gitignore, model_choice
-from mcpower.analysis import SCHEME, normalize_language
+from mcpower.analysis import SCHEME, normalize_language, undetermined_as
 from mcpower.assembly import ProgressCallback, assemble, skip_summary
 from mcpower.chunking import CHUNKER, SUPPORTED_TYPES
 from mcpower.chunking.worker import Reader
@@ -302,7 +302,9 @@ def ingest(
                 updated_at=now,
                 mcpower_version=__version__,
                 source=source_record(src, opts, report),
-                analysis=AnalysisInfo(scheme=SCHEME, language=language),
+                analysis=AnalysisInfo(
+                    scheme=SCHEME, language=language, undetermined=undetermined_as(Counter(c.language for c in chunks))
+                ),
             )
             if opts.skip_unchanged and prev is not None and _nothing_changed(prev, info, report):
                 report.published = False

@@ -310,7 +310,7 @@ def _snippet_terms(query: str, info: DatasetInfo) -> list[str]:
     """What marks a chunk as matching ``query`` in the dataset ``info`` describes: as its keyword
     index analyses text (mcpower.analysis), or FTS5's words for a dataset indexed before that."""
     if info.analysis is not None and info.analysis.scheme is not None:
-        return snippet_terms(query, query_languages(info.counts.languages))
+        return snippet_terms(query, query_languages(info.counts.languages, info.analysis.undetermined))
     return query_terms(query)
 
 

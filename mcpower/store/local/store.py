@@ -85,7 +85,9 @@ class LocalStore:
         # made by FTS5's tokenizer (a dataset written before analysis, or of the original format).
         analysis = manifest.analysis
         self._languages = (
-            query_languages(manifest.counts.languages) if analysis is not None and analysis.scheme is not None else None
+            query_languages(manifest.counts.languages, analysis.undetermined)
+            if analysis is not None and analysis.scheme is not None
+            else None
         )
 
     @property

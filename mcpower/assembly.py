@@ -12,6 +12,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable
+from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -54,10 +55,12 @@ def assemble(
     *,
     store: Callable[[], EmbeddingStore | None] | None = None,
     announce: Callable[[IngestPlan], None] | None = None,
+    reader: Reader | None = None,
 ) -> tuple[list[DocumentRow], list[ChunkRow], np.ndarray]:
     """The documents, chunks and vectors of the new version, each chunk with its language
-    (``language`` forced, else detected: mcpower.analysis); ``report`` is filled in as it goes, and
-    ``report.plan`` says what it did or, with ``opts.dry_run``, would do.
+    (``language`` forced, else detected: mcpower.analysis); files read with ``reader`` (the
+    ingest's, which the ingest ends), else with a reader of its own; ``report`` is filled in as it
+    goes, and ``report.plan`` says what it did or, with ``opts.dry_run``, would do.
 
     Raises:
         IngestError: every file was skipped; the model gave non-finite vectors; the language
@@ -79,7 +82,7 @@ def assemble(
     finder = Duplicates(f.rel for f in files)
     indexed_at = now_utc().isoformat()
     t0 = time.perf_counter()
-    with Reader() as reader:
+    with Reader() if reader is None else nullcontext(reader) as reader:
         for n, f in enumerate(files, 1):
             if progress:
                 progress("files", n, len(files))

@@ -21,9 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mcpower import __version__, embedding, gitignore, model_choice
-from mcpower.analysis import SCHEME, normalize_language
+from mcpower.analysis import SCHEME, normalize_language, undetermined_as
 from mcpower.assembly import assemble, skip_summary
 from mcpower.chunking import CHUNKER
+from mcpower.chunking.worker import Reader
 from mcpower.defaults import DEFAULT_TOP_K, MAX_PROMPT_CHARS
 from mcpower.discover import SourceFile, discover
 from mcpower.duplicates import same_files
@@ -173,6 +174,8 @@ def _version(run: _Run, progress: ProgressCallback | None, announce: Callable[[I
     embedding and publishes nothing); the report says what was done."""
     report, opts = run.report, run.opts
     previous = run.catalog.current(run.ds_id)
+    # One reader for the ingest: the worker process that reads the model choice's sample reads the files.
+    reader = Reader()
     try:
         if previous is not None and not opts.replace:
             check_same_source(run.ds_id, previous.info, run.src, opts.origin)
@@ -181,7 +184,7 @@ def _version(run: _Run, progress: ProgressCallback | None, announce: Callable[[I
         if run.embedder is not None:
             emb = model_choice.prompted(run.embedder, opts, prev_info)
         else:
-            emb = model_choice.load_for_ingest(run.src, run.files, opts, prev_info, report)
+            emb = model_choice.load_for_ingest(run.src, run.files, opts, prev_info, report, reader)
         report.model_seconds = time.perf_counter() - t0
         report.model, report.embedder = emb.model_name, emb
         run.chunk_tokens, run.overlap = fit_window(
@@ -201,8 +204,9 @@ def _version(run: _Run, progress: ProgressCallback | None, announce: Callable[[I
         language = report.language = _language(opts, previous.info if previous is not None else None)
         docs, chunks, vectors = assemble(
             run.src, run.files, opts, emb, run.chunk_tokens, run.overlap, reuse, report, progress, language,
-            store=open_store, announce=announce,
+            store=open_store, announce=announce, reader=reader,
         )  # fmt: skip
+        reader.close()  # the worker process ends once every file is read
         if note := model_choice.coverage_note(emb, Counter(c.language for c in chunks)):
             report.notes.append(note)
         report.documents, report.chunks = len(docs), len(chunks)
@@ -228,6 +232,7 @@ def _version(run: _Run, progress: ProgressCallback | None, announce: Callable[[I
         if run.store is not None:
             run.store.trim(int(opts.embedding_store_mb * 1024 * 1024))
     finally:
+        reader.close()
         if previous is not None:
             previous.close()
 
@@ -274,7 +279,9 @@ def _info(
         updated_at=now,
         mcpower_version=__version__,
         source=source_record(run.src, opts, run.report),
-        analysis=AnalysisInfo(scheme=SCHEME, language=language),
+        analysis=AnalysisInfo(
+            scheme=SCHEME, language=language, undetermined=undetermined_as(Counter(c.language for c in chunks))
+        ),
     )
 
 

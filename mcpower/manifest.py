@@ -231,6 +231,10 @@ class AnalysisInfo(_Model):
     # Forced with `mcpower ingest --language CODE`: every chunk is in it, and re-ingests and
     # --watch keep it; None: each chunk's language was detected.
     language: str | None = Field(None, pattern=LANGUAGE_CODE.pattern)
+    # The language chunks of undetermined language ('und') were analysed as, and so are searched
+    # as: the dataset's main one (mcpower.analysis.undetermined_as); None: they kept their words
+    # unstemmed (no language was told, or the dataset was written before this was recorded).
+    undetermined: str | None = Field(None, pattern=r"^[a-z]{2,3}$")
 
 
 class DatasetInfo(_Model):

@@ -190,5 +190,6 @@ def _languages(registry: Registry) -> dict[str, list[str] | None]:
         if info is None or e.error is not None:
             continue
         analysed = info.analysis is not None and info.analysis.scheme is not None
-        out[e.id] = list(query_languages(info.counts.languages)) if analysed else None
+        undetermined = info.analysis.undetermined if info.analysis is not None else None
+        out[e.id] = list(query_languages(info.counts.languages, undetermined)) if analysed else None
     return out

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from mcpower import embedding
+from mcpower.analysis import chunk_languages
 from mcpower.chunking import UnreadableError, size_limit
 from mcpower.chunking.worker import ChunkingError, Reader
 from mcpower.discover import SourceFile, read_document
@@ -43,10 +44,23 @@ def assemble(
     reuse: Store | None,
     report: IngestReport,
     progress: ProgressCallback | None,
+    language: str | None = None,
 ) -> tuple[list[DocumentRow], list[ChunkRow], np.ndarray]:
+    """The documents, chunks and vectors of the new version, each chunk with its language
+    (``language`` forced, else detected: mcpower.analysis).
+
+    Raises:
+        IngestError: every file was skipped; the model gave non-finite vectors; the language
+            detector cannot be loaded.
+    """
     old: dict[str, tuple[DocumentRow, list[ChunkRow]]] = {}
+    # Chunks carried over keep the language they were given, unless the setting that gave it changed
+    # (or the previous version predates languages): then they are given one again, without re-embedding.
+    relabel = True
     if reuse is not None:
         old = {d.path: (d, cs) for d, cs in reuse.iter_documents()}
+        prev_analysis = reuse.info.analysis
+        relabel = prev_analysis is None or prev_analysis.language != language
     docs: list[DocumentRow] = []
     chunks: list[ChunkRow] = []
     carried: list[int] = []  # chunk ids whose vectors come from the previous version
@@ -72,8 +86,9 @@ def assemble(
                 if (d.size, d.mtime) != (size, mtime):
                     report.touched += 1
                 docs.append(dataclasses.replace(d, id=doc_id, size=size, mtime=mtime))
-                for old_chunk in cs:
-                    chunks.append(dataclasses.replace(old_chunk, document_id=doc_id))
+                langs = chunk_languages([c.text for c in cs], language) if relabel else [c.language for c in cs]
+                for old_chunk, lang in zip(cs, langs):
+                    chunks.append(dataclasses.replace(old_chunk, document_id=doc_id, language=lang))
                     carried.append(old_chunk.id)
                 report.unchanged += 1
                 continue
@@ -98,7 +113,8 @@ def assemble(
             # An edited file keeps the vectors of its chunks whose text and headings did not change.
             kept = {(c.id, c.heading_path, c.text) for c in prev[1]} if prev is not None else set()
             seen: dict[str, int] = {}
-            for c in document.chunks:
+            langs = chunk_languages([c.text for c in document.chunks], language)
+            for c, lang in zip(document.chunks, langs):
                 occurrence = seen.get(c.text, 0)
                 seen[c.text] = occurrence + 1
                 pages = c.pages or (None, None)
@@ -110,7 +126,9 @@ def assemble(
                     c.start_line,
                     c.end_line,
                     c.text,
-                    *pages,
+                    page_start=pages[0],
+                    page_end=pages[1],
+                    language=lang,
                 )
                 if (row.id, row.heading_path, row.text) in kept:
                     carried.append(row.id)

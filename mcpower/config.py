@@ -102,7 +102,7 @@ class Settings(BaseModel):
     allow_hosts: list[str] = Field(
         default_factory=list, description="Host header names allowed besides loopback ones (comma-separated)"
     )
-    # serve --http, OAuth resource-server mode (server/oauth.py)
+    # serve --http, OAuth resource-server mode (server/auth/oauth.py)
     oauth_issuer: str | None = Field(None, min_length=1, description="the issuer of the JWT access tokens accepted")
     oauth_jwks: str | None = Field(None, min_length=1, description="the issuer's key set: URL or file")
     oauth_audience: str | None = Field(None, min_length=1, description="the aud tokens must carry")
@@ -115,7 +115,7 @@ class Settings(BaseModel):
     http_max_connections: int = Field(
         DEFAULT_HTTP_MAX_CONNECTIONS, ge=1, le=65536, description="open connections at once; more are closed unread"
     )
-    # Fairness between callers (server/ratelimit.py; docs/team.md): an agent makes a few calls a
+    # Fairness between callers (server/auth/ratelimit.py; docs/team.md): an agent makes a few calls a
     # second at its busiest, a runaway loop hundreds.
     http_rate_limit: float = Field(
         20.0, ge=0, description="requests a second each caller may make on average (0: no limit)"

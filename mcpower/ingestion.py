@@ -21,6 +21,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from mcpower import __version__, embedding, gitignore
+from mcpower.analysis import normalize_language
 from mcpower.assembly import ProgressCallback, assemble, skip_summary
 from mcpower.chunking import CHUNKER, SUPPORTED_TYPES
 from mcpower.defaults import DEFAULT_BACKEND, DEFAULT_CHUNK_TOKENS, DEFAULT_MODEL, DEFAULT_OVERLAP, DEFAULT_TOP_K
@@ -28,8 +29,10 @@ from mcpower.discover import DEFAULT_MAX_FILE_BYTES, discover
 from mcpower.errors import DatasetLockedError, IngestError
 from mcpower.manifest import (
     MAX_CHUNK_TOKENS,
+    MAX_LANGUAGES,
     MAX_OVERLAP,
     MIN_CHUNK_TOKENS,
+    AnalysisInfo,
     ChunkingInfo,
     Counts,
     DatasetInfo,
@@ -75,6 +78,10 @@ class IngestOptions:
     # Rebuild the dataset from ``source`` even if it was built from another folder (without it,
     # that is an error: a folder name used twice must not silently replace the other dataset).
     replace: bool = False
+    # The documents' language (an ISO 639 code, 'zh-CN' and 'DE' accepted): every chunk is taken
+    # to be in it and nothing is detected; "auto" detects each chunk's; None: as the previous
+    # version recorded (a forced language is kept by re-ingests and --watch), else "auto".
+    language: str | None = None
     # Recorded as the source's options instead of the ones above (the watcher re-ingests within its
     # operator's limits, and keeps the record as the dataset's owner made it: watch/limits.py).
     source_record: SourceInfo | None = None
@@ -108,6 +115,8 @@ class IngestReport:
     touched: int = 0  # unchanged content, but another size or modification time: recorded anew
     published: bool = True  # False when skip_unchanged found nothing to publish
     notes: list[str] = field(default_factory=list)  # worth telling the user, not errors
+    languages: dict[str, int] = field(default_factory=dict)  # chunks per language, as published
+    language: str | None = None  # the language forced for every chunk, if one was (--language)
 
     def changes(self) -> ReindexCounts:
         """What this ingest changed, as a watcher reports its last re-index."""
@@ -181,6 +190,11 @@ def ingest(
             f"--chunk-tokens must be {MIN_CHUNK_TOKENS}-{MAX_CHUNK_TOKENS} and --overlap 0-{MAX_OVERLAP} "
             f"and smaller than it (got {chunk_tokens}, {overlap})"
         )
+    if opts.language is not None and opts.language != "auto" and normalize_language(opts.language) is None:
+        raise IngestError(
+            f"--language {opts.language[:40]!r}: not a language code mcpower knows; use an ISO 639-1 code "
+            "such as en, de, fr, es, ru, ja, zh or ko, or auto to detect each chunk's language"
+        )
     for flag, globs in (("--include", opts.include), ("--exclude", opts.exclude)):
         for glob in globs:
             if why := gitignore.problem(glob):  # git would drop it without a word; the user typed it
@@ -221,7 +235,11 @@ def ingest(
                 report.rebuild_reason = "the model or chunking settings changed"
             reuse = previous if previous is not None and not opts.full and not report.rebuild_reason else None
             report.full_rebuild = reuse is None
-            docs, chunks, vectors = assemble(src, files, opts, emb, chunk_tokens, overlap, reuse, report, progress)
+            language = _language(opts, previous.info if previous is not None else None)
+            report.language = language
+            docs, chunks, vectors = assemble(
+                src, files, opts, emb, chunk_tokens, overlap, reuse, report, progress, language=language
+            )
             if not src.is_dir():  # deleted or renamed meanwhile: the files not read yet are not gone from it
                 raise IngestError(f"{src.name}: the folder vanished while it was read; nothing was published")
             prev = previous.info if previous is not None else None
@@ -244,12 +262,16 @@ def ingest(
                 chunking=ChunkingInfo(chunker=CHUNKER, chunk_tokens=chunk_tokens, overlap=overlap),
                 fingerprint=fingerprint,
                 counts=Counts(
-                    documents=len(docs), chunks=len(chunks), file_types=dict(Counter(d.file_type for d in docs))
+                    documents=len(docs),
+                    chunks=len(chunks),
+                    file_types=dict(Counter(d.file_type for d in docs)),
+                    languages=dict(Counter(c.language for c in chunks).most_common(MAX_LANGUAGES)),
                 ),
                 created_at=prev.created_at if prev else now,
                 updated_at=now,
                 mcpower_version=__version__,
                 source=_source_record(src, opts, report),
+                analysis=AnalysisInfo(language=language),
             )
             if opts.skip_unchanged and prev is not None and _nothing_changed(prev, info, report):
                 report.published = False
@@ -262,6 +284,7 @@ def ingest(
             if previous is not None:
                 previous.close()
     report.documents, report.chunks = published.counts.documents, published.counts.chunks
+    report.languages = dict(published.counts.languages)
     report.seconds = time.perf_counter() - started
     return report
 
@@ -287,6 +310,14 @@ def fit_window(chunk_tokens: int, overlap: int, max_tokens: int) -> tuple[int, i
         extra={"event": "ingest.chunk_size_lowered"},
     )
     return window, scaled
+
+
+def _language(opts: IngestOptions, prev: DatasetInfo | None) -> str | None:
+    """The language forced for every chunk, or None to detect each one's: ``--language``, else the
+    previous version's record (so re-ingests and --watch keep what the user chose)."""
+    if opts.language is None:
+        return prev.analysis.language if prev is not None and prev.analysis is not None else None
+    return None if opts.language == "auto" else normalize_language(opts.language)
 
 
 def _held_by_another(catalog: Catalog, ds_id: str) -> bool:

@@ -21,6 +21,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
+from mcpower.analysis.languages import LANGUAGE_CODE
 from mcpower.defaults import DEFAULT_TOP_K, Backend
 from mcpower.defaults import ID_PATTERN as ID_PATTERN  # the id rule and the manifest's bounds live in
 from mcpower.defaults import MANIFEST_NAME as MANIFEST_NAME  # defaults.py (the cold search reads them
@@ -31,6 +32,8 @@ from mcpower.errors import InvalidManifestError
 
 # File types a manifest may count documents of, and what a file type looks like.
 MAX_FILE_TYPES = 64
+# Languages a manifest may count chunks of (the detector tells 176 apart; a dataset holds a few).
+MAX_LANGUAGES = 200
 _SUFFIX = re.compile(r"\.[a-z0-9_+-]{1,15}")
 # Chunking bounds a manifest accepts (and ingest checks before it embeds anything).
 MIN_CHUNK_TOKENS, MAX_CHUNK_TOKENS = 16, 8192
@@ -88,11 +91,24 @@ class Counts(_Model):
         default_factory=dict, max_length=MAX_FILE_TYPES
     )
 
+    # Chunks per language ('de': 800, 'en': 35, 'und': 4); empty in manifests written before
+    # languages were detected.
+    languages: dict[str, Annotated[int, Field(ge=0, strict=True)]] = Field(
+        default_factory=dict, max_length=MAX_LANGUAGES
+    )
+
     @field_validator("file_types")
     @classmethod
     def _suffixes(cls, v: dict[str, int]) -> dict[str, int]:
         if not all(_SUFFIX.fullmatch(suffix) for suffix in v):
             raise ValueError("keys must be file suffixes such as '.md'")
+        return v
+
+    @field_validator("languages")
+    @classmethod
+    def _codes(cls, v: dict[str, int]) -> dict[str, int]:
+        if not all(LANGUAGE_CODE.fullmatch(code) for code in v):
+            raise ValueError("keys must be language codes such as 'de' or 'und'")
         return v
 
 
@@ -145,6 +161,17 @@ class SourceInfo(_Model):
         return self
 
 
+class AnalysisInfo(_Model):
+    """How the dataset's text was analysed: the language recorded for it (mcpower.analysis).
+
+    Absent in manifests written before languages were detected: their chunks' language is 'und'.
+    """
+
+    # Forced with `mcpower ingest --language CODE`: every chunk is in it, and re-ingests and
+    # --watch keep it; None: each chunk's language was detected.
+    language: str | None = Field(None, pattern=LANGUAGE_CODE.pattern)
+
+
 class DatasetInfo(_Model):
     """Everything needed to list, verify and search a dataset later, whichever store holds it."""
 
@@ -166,6 +193,7 @@ class DatasetInfo(_Model):
     mcpower_version: str = Field(min_length=1, max_length=32)
     # Datasets ingested before the source folder was recorded have none (and cannot be watched).
     source: SourceInfo | None = None
+    analysis: AnalysisInfo | None = None
 
     @field_validator("name", "description")
     @classmethod
@@ -191,8 +219,9 @@ class Manifest(DatasetInfo):
     def to_json(self) -> str:
         """The manifest as written to disk, its keys in the order they have always had."""
         data = self.model_dump(mode="json", by_alias=True)
-        if data.get("source") is None:
-            data.pop("source", None)  # as manifests were written before the field existed
+        for key in ("source", "analysis"):
+            if data.get(key) is None:
+                data.pop(key, None)  # as manifests were written before the field existed
         ordered = {key: data.pop(key) for key in _KEY_ORDER if key in data}
         return json.dumps({**ordered, **data}, ensure_ascii=False, indent=2) + "\n"
 

@@ -193,6 +193,10 @@ class DatasetSummary(BaseModel):
     documents: int | None = None
     chunks: int | None = None
     file_types: dict[str, int] | None = Field(None, description="documents per file type, e.g. {'.md': 12, '.pdf': 3}")
+    languages: dict[str, int] | None = Field(
+        None,
+        description="chunks per language (ISO 639 code; 'und': not determined), e.g. {'de': 812, 'en': 40}",
+    )
     model: str | None = None
     backend: str | None = None
     updated_at: str | None = None

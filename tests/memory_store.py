@@ -68,6 +68,9 @@ class MemoryStore:
             d.indexed_at,
             d.size,
             d.mtime,
+            c.page_start,
+            c.page_end,
+            c.language,
         )
 
     def _allowed(self, where: SearchFilters | None) -> list[int]:

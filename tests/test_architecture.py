@@ -92,6 +92,17 @@ def test_the_web_pages_are_reached_only_through_the_http_server() -> None:
             assert not {t for t in targets if t.startswith("mcpower.cli")}, name
 
 
+def test_the_auth_room_is_below_the_transports() -> None:
+    """mcpower/server/auth is the boundary the transports call: it never reaches back into them
+    (http, app, sessions, metrics ...) nor into the web pages, so one folder holds every access rule."""
+    auth = [name for name in MODULES if name.startswith("mcpower.server.auth")]
+    assert {"mcpower.server.auth.gate", "mcpower.server.auth.callers", "mcpower.server.auth.scoped"} <= set(auth)
+    for name, targets in internal_edges().items():
+        if name.startswith("mcpower.server.auth"):
+            outside = {t for t in targets if t.startswith(DOORS) and not t.startswith("mcpower.server.auth")}
+            assert not outside - {"mcpower.server"}, (name, outside)
+
+
 def test_no_module_imports_another_modules_private_names() -> None:
     for name, path in MODULES.items():
         for module, names in imports(name, path):

@@ -28,7 +28,7 @@ from http_fixtures import TOKEN, HttpServer, write_http_launcher
 from server_fixtures import REPO_ROOT, StdioServer, subprocess_env, write_launcher
 
 from mcpower.ingestion import IngestOptions, ingest
-from mcpower.server.tokens import NamedToken, digest, new_secret, read_tokens, write_tokens
+from mcpower.server.auth.tokens import NamedToken, digest, new_secret, read_tokens, write_tokens
 
 DATASETS = {
     "eng-docs": {"guide.md": "# Engineering guide\n\nDeploy the quokka service with the shared pipeline.\n"},

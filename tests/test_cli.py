@@ -56,8 +56,9 @@ def test_ingest_prints_a_summary(corpus: Path, datasets_dir: Path) -> None:
     lines = result.stdout.splitlines()
     assert lines[0].startswith("docs: 5 documents, ")
     assert "(5 added, 0 changed, 0 removed, 0 unchanged)" in lines[0]
-    assert lines[1] == f"dataset: {datasets_dir.resolve() / 'docs'}"
-    assert len(lines) == 2  # progress bars went to stderr
+    assert lines[1] == "languages (chunks): en 8"
+    assert lines[2] == f"dataset: {datasets_dir.resolve() / 'docs'}"
+    assert len(lines) == 3  # progress bars went to stderr
     assert "skipped latin1.md: not UTF-8" in result.stderr
     assert read_manifest(datasets_dir / "docs" / MANIFEST_NAME).counts.documents == 5
 
@@ -350,12 +351,13 @@ def test_datasets_lists(dsdir: Path) -> None:
 
     assert result.exit_code == 0
     manifest = read_manifest(dsdir / "docs" / MANIFEST_NAME)
-    header, row, description, types = result.stdout.splitlines()
+    header, row, description, types, languages = result.stdout.splitlines()
     assert header.split() == ["DATASET", "DOCS", "CHUNKS", "UPDATED", "(UTC)", "WATCH", "NAME", "/", "DESCRIPTION"]
     updated = manifest.updated_at.isoformat()[:16].replace("T", " ")
     assert row.split() == ["docs", "5", str(manifest.counts.chunks), *updated.split(), "not", "watched", "corpus"]
     assert description.strip() == manifest.description
     assert types.strip() == "files: .md 3, .rst 1, .txt 1"  # documents per file type, most first
+    assert languages.strip() == f"languages (chunks): en {manifest.counts.chunks}"
 
 
 def test_datasets_json(dsdir: Path) -> None:

@@ -12,9 +12,9 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from starlette.responses import PlainTextResponse
 from starlette.types import Receive, Scope, Send
 
-from mcpower.server.access import HostCheck, StaticTokenVerifier, transport_security
-from mcpower.server.callers import LOCAL, caller_from_scope
-from mcpower.server.gate import Gate
+from mcpower.server.auth.access import HostCheck, StaticTokenVerifier, transport_security
+from mcpower.server.auth.callers import LOCAL, caller_from_scope
+from mcpower.server.auth.gate import Gate
 
 pytestmark = pytest.mark.anyio
 

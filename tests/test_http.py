@@ -32,8 +32,8 @@ import mcpower.search
 from mcpower import __version__
 from mcpower.cli.app import app as cli
 from mcpower.registry import Registry
-from mcpower.server.access import HostCheck, transport_security
 from mcpower.server.app import KnowledgeServer, create_server
+from mcpower.server.auth.access import HostCheck, transport_security
 from mcpower.server.http import HttpOptions
 from mcpower.server.limits import Workers
 
@@ -447,7 +447,7 @@ def test_the_token_hint_works_where_only_python3_is(tmp_path: Path) -> None:
 def test_a_token_file_others_can_read_is_warned_about(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, mode: int, warned: bool
 ) -> None:
-    from mcpower.server.access import load_token
+    from mcpower.server.auth.access import load_token
 
     path = tmp_path / "token"
     path.write_text("t" * 32 + "\n")

@@ -23,9 +23,9 @@ from test_ratelimit import CALLERS, NamedTokens, session, tool_call
 from mcpower.ingestion import IngestReport
 from mcpower.registry import Registry
 from mcpower.server.audit import ToolCall, log_to_file
+from mcpower.server.auth.ratelimit import RateLimits
 from mcpower.server.http import HttpOptions
 from mcpower.server.metrics import MAX_CALLER_LABELS, Metrics
-from mcpower.server.ratelimit import RateLimits
 from mcpower.watch import WatchEvent
 
 pytestmark = pytest.mark.anyio

@@ -1,4 +1,4 @@
-"""OAuth resource-server mode (server/oauth.py, server/jwks.py): JWT access tokens from a test issuer.
+"""OAuth resource-server mode (server/auth/oauth.py, server/auth/jwks.py): JWT access tokens from a test issuer.
 
 The issuer (oauth_fixtures.py) is real HTTP on loopback with keys made here; the server runs in
 process behind an ASGI transport (test_http.py's way). The attack table is docs/robustness.md's:
@@ -31,10 +31,10 @@ from mcp.client.streamable_http import streamable_http_client
 from oauth_fixtures import AUDIENCE, Issuer, tampered, unsigned
 
 from mcpower.registry import Registry
-from mcpower.server.callers import Caller, caller_of, current_caller
+from mcpower.server.auth.callers import Caller, caller_of, current_caller
+from mcpower.server.auth.jwks import KeyCache
+from mcpower.server.auth.oauth import JwtVerifier, OAuthOptions, check_issuer
 from mcpower.server.http import HttpOptions
-from mcpower.server.jwks import KeyCache
-from mcpower.server.oauth import JwtVerifier, OAuthOptions, check_issuer
 
 pytestmark = pytest.mark.anyio
 
@@ -457,7 +457,7 @@ async def test_a_public_url_is_the_resource_and_the_audience(registry: Registry,
     ],
 )
 async def test_claims_of_odd_types_are_answered_never_raised(issuer: Issuer, claims: dict[str, Any]) -> None:
-    from mcpower.server.oauth import JwtVerifier
+    from mcpower.server.auth.oauth import JwtVerifier
 
     verifier = JwtVerifier(oauth_options(issuer), AUDIENCE)
     found = await verifier.verify_token(issuer.mint_raw(issuer.claims(**claims)))

@@ -1,4 +1,4 @@
-"""Rate limits and fairness (server/ratelimit.py): a token bucket and a cap on searches in flight per
+"""Rate limits and fairness (server/auth/ratelimit.py): a token bucket and a cap on searches in flight per
 caller name; 429 with Retry-After; one caller's exhaustion never touches another's.
 
 The buckets run on an injected clock (no test sleeps). Over HTTP: in process through the ASGI
@@ -25,9 +25,9 @@ from starlette.responses import PlainTextResponse
 
 import mcpower.search
 from mcpower.registry import Registry
+from mcpower.server.auth.ratelimit import Buckets, InFlight, RateLimit, RateLimits
+from mcpower.server.auth.tokens import NamedToken, digest, new_secret, write_tokens
 from mcpower.server.http import HttpOptions
-from mcpower.server.ratelimit import Buckets, InFlight, RateLimit, RateLimits
-from mcpower.server.tokens import NamedToken, digest, new_secret, write_tokens
 
 pytestmark = pytest.mark.anyio
 

@@ -1,4 +1,4 @@
-"""The scoped registry view (mcpower/scoped.py, callers.visible): a caller limited to some datasets
+"""The scoped registry view (mcpower/server/auth/scoped.py, callers.visible): a caller limited to some datasets
 sees only those, and every other id answers exactly as an unknown one. Over HTTP, for every entry
 point: test_authorization.py."""
 
@@ -14,8 +14,8 @@ from conftest import FakeEmbedder, join_warm_up
 from mcpower import search
 from mcpower.errors import DatasetNotFoundError, McpowerError, ResultNotFoundError
 from mcpower.registry import Registry
-from mcpower.scoped import ScopedRegistry
-from mcpower.server.callers import LOCAL, Caller, visible
+from mcpower.server.auth.callers import LOCAL, Caller, visible
+from mcpower.server.auth.scoped import ScopedRegistry
 
 
 @pytest.fixture

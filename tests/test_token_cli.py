@@ -14,8 +14,8 @@ from typer.testing import CliRunner, Result
 
 from mcpower.cli.app import app
 from mcpower.errors import McpowerError
-from mcpower.server.access import check_exposure
-from mcpower.server.tokens import NamedToken, digest, parse_expiry, read_tokens, write_tokens
+from mcpower.server.auth.access import check_exposure
+from mcpower.server.auth.tokens import NamedToken, digest, parse_expiry, read_tokens, write_tokens
 
 
 def invoke(*args: str | Path, env: dict[str, str] | None = None) -> Result:
@@ -151,7 +151,7 @@ def test_two_adds_at_once_both_land(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     """The first add, between reading the file and writing it back, starts a second: with the lock
     the second waits and reads what the first wrote; without it, one of the two would be lost."""
     from mcpower.cli import tokens as cli_tokens
-    from mcpower.server import tokens as token_file
+    from mcpower.server.auth import tokens as token_file
 
     tokens_file = tmp_path / "tokens.json"
     real_read = token_file.read_tokens

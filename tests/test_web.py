@@ -462,7 +462,7 @@ async def test_pages_weigh_under_100_kb(registry: Registry) -> None:
 async def test_a_restricted_caller_sees_only_its_datasets_on_every_page(registry: Registry, tmp_path: Path) -> None:
     from datetime import datetime, timezone
 
-    from mcpower.server.tokens import NamedToken, digest, write_tokens
+    from mcpower.server.auth.tokens import NamedToken, digest, write_tokens
 
     cook = "cook-secret-0123456789abcdef0123456789"
     tokens_file = tmp_path / "tokens.json"

@@ -110,6 +110,9 @@ def datasets(datasets_dir: DatasetsDir = None, milvus_uri: MilvusUri = None, as_
         types = sorted((r["file_types"] or {}).items(), key=lambda t: (-t[1], t[0]))
         if types:
             typer.echo(" " * indent + "files: " + ", ".join(f"{t} {n}" for t, n in types))
+        languages = sorted((r["languages"] or {}).items(), key=lambda t: (-t[1], t[0]))
+        if languages:
+            typer.echo(" " * indent + "languages (chunks): " + ", ".join(f"{code} {n}" for code, n in languages))
         if r["watch_message"]:
             typer.echo(" " * indent + r["watch_message"])
         if r["format"] == "original":

@@ -65,6 +65,15 @@ def ingest(
             "furniture: page source copies, index and search pages, static assets.",
         ),
     ] = False,
+    language: Annotated[
+        str | None,
+        typer.Option(
+            "--language",
+            help="The documents' language (ISO 639-1: en, de, fr, ja, zh ...): every chunk is taken to be in it. "
+            "auto detects each chunk's [default: as the previous ingest recorded, else auto].",
+            show_default=False,
+        ),
+    ] = None,
     top_k: Annotated[
         int | None,
         typer.Option(
@@ -137,6 +146,7 @@ def ingest(
         exclude=exclude or (),
         code=code,
         keep_site_files=keep_site_files,
+        language=language,
         follow_symlinks=follow_symlinks,
         max_file_bytes=int(s.max_file_mb * 1024 * 1024),
         default_top_k=top_k,
@@ -173,6 +183,8 @@ def _show(report: IngestReport, as_json: bool, compact: bool = False, location: 
                 for k in ("documents", "chunks", "embedded", "added", "changed", "removed", "unchanged", "full_rebuild")
             },
             "published": report.published,
+            "languages": report.languages,
+            "language": report.language,
             "skipped": [{"path": p, "reason": r} for p, r in report.skipped],
             "notes": [{"path": p, "note": n} for p, n in report.file_notes],
             "seconds": round(report.seconds, 2),
@@ -208,6 +220,10 @@ def _show(report: IngestReport, as_json: bool, compact: bool = False, location: 
         f"({report.added} added, {report.changed} changed, {report.removed} removed, {report.unchanged} unchanged); "
         f"{embedded}"
     )
+    if report.languages and not compact:
+        shown = sorted(report.languages.items(), key=lambda t: (-t[1], t[0]))
+        forced = f" (set with --language {report.language})" if report.language else ""
+        typer.echo("languages (chunks): " + ", ".join(f"{code} {n}" for code, n in shown) + forced)
     if not compact:
         spent = ", ".join(f"{k} {duration(v)}" for k, v in report.phases().items() if v or k != "waiting")
         typer.echo(f"took {duration(report.seconds)}" + (f": {spent}" if spent else ""), err=True)

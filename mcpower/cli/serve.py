@@ -341,8 +341,8 @@ def _print_config(client: str, s: Settings, http: bool) -> None:
 
 def _oauth_url(s: Settings) -> str:
     """The URL OAuth clients must use: the resource tokens are issued for (``--public-url``, else the listening one)."""
+    from mcpower.server.auth.oauth import OAuthOptions, resource_url
     from mcpower.server.clients import http_url
-    from mcpower.server.oauth import OAuthOptions, resource_url
 
     assert s.oauth_issuer is not None
     return resource_url(OAuthOptions(s.oauth_issuer, public_url=s.public_url), http_url(s.http_host, s.http_port))
@@ -393,7 +393,7 @@ def start_watcher(
 
 
 def _token_required(s: Settings) -> bool:
-    from mcpower.server.access import is_loopback
+    from mcpower.server.auth.access import is_loopback
 
     named = tokens_file_in_use(s) is not None
     authenticated = s.token is not None or s.token_file is not None or named or s.oauth_issuer is not None

@@ -18,7 +18,7 @@ logger = logging.getLogger("mcpower")
 def tokens_file_in_use(s: Settings) -> Path | None:
     """The named tokens file `serve --http` reads: --tokens-file (MCPOWER_TOKENS_FILE), else the
     default one where `mcpower token add` writes, if it exists."""
-    from mcpower.server.tokens import default_tokens_file
+    from mcpower.server.auth.tokens import default_tokens_file
 
     if s.tokens_file is not None:
         return s.tokens_file.expanduser()
@@ -33,10 +33,10 @@ def http_options(s: Settings) -> HttpOptions:
         McpowerError: a token or tokens file that cannot be used, a public address without one, a
             malformed origin, OAuth options that do not fit together.
     """
-    from mcpower.server.access import check_exposure, load_token, transport_security
+    from mcpower.server.auth.access import check_exposure, load_token, transport_security
+    from mcpower.server.auth.ratelimit import RateLimits
+    from mcpower.server.auth.verifiers import load_named_tokens
     from mcpower.server.http import HttpOptions
-    from mcpower.server.ratelimit import RateLimits
-    from mcpower.server.verifiers import load_named_tokens
 
     token = load_token(s.token.get_secret_value() if s.token else None, s.token_file)
     oauth = oauth_options(s)

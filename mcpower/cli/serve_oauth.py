@@ -1,4 +1,4 @@
-"""`mcpower serve --http`'s OAuth options: the flags, and the OAuthOptions they make (server/oauth.py)."""
+"""`mcpower serve --http`'s OAuth options: the flags, and the OAuthOptions they make (server/auth/oauth.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from mcpower.config import Settings
 from mcpower.errors import McpowerError
 
 if TYPE_CHECKING:
-    from mcpower.server.oauth import OAuthOptions
+    from mcpower.server.auth.oauth import OAuthOptions
 
 # The flags that mean something only with --oauth-issuer.
 _OAUTH_ONLY = ("--jwks", "--audience", "--datasets-claim")
@@ -67,8 +67,8 @@ def oauth_options(s: Settings) -> OAuthOptions | None:
     Raises:
         McpowerError: its companions without --oauth-issuer, an unusable URL, no public URL on a wildcard address.
     """
-    from mcpower.server.access import WILDCARD_ADDRESSES
-    from mcpower.server.oauth import OAuthOptions
+    from mcpower.server.auth.access import WILDCARD_ADDRESSES
+    from mcpower.server.auth.oauth import OAuthOptions
 
     if s.oauth_issuer is None:
         given = [f for f, v in zip(_OAUTH_ONLY, (s.oauth_jwks, s.oauth_audience, s.oauth_datasets_claim)) if v]

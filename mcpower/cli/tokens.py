@@ -1,6 +1,6 @@
 """`mcpower token add / list / revoke`: the named tokens `serve --http` accepts, each limited to some datasets.
 
-The file (server/tokens.py) keeps each secret's SHA-256, never the secret: `add` prints the secret
+The file (server/auth/tokens.py) keeps each secret's SHA-256, never the secret: `add` prints the secret
 once. A running server re-reads the file on its next request, so `add` and `revoke` take effect
 without a restart.
 """
@@ -17,7 +17,7 @@ import typer
 from mcpower.cli.common import DatasetsDir, JsonFlag, print_json, settings
 
 if TYPE_CHECKING:
-    from mcpower.server.tokens import NamedToken
+    from mcpower.server.auth.tokens import NamedToken
 
 app = typer.Typer(
     help="Named tokens for `serve --http`: each caller its own secret, reading only the datasets it is given.",
@@ -38,14 +38,14 @@ TokensFile = Annotated[
 
 
 def _path(tokens_file: Path | None, datasets_dir: Path | None) -> Path:
-    from mcpower.server.tokens import default_tokens_file
+    from mcpower.server.auth.tokens import default_tokens_file
 
     s = settings(tokens_file=tokens_file, datasets_dir=datasets_dir)
     return s.tokens_file.expanduser() if s.tokens_file is not None else default_tokens_file(s.datasets_dir)
 
 
 def _read(path: Path) -> list[NamedToken]:
-    from mcpower.server.tokens import check_access, read_tokens
+    from mcpower.server.auth.tokens import check_access, read_tokens
 
     if path.exists():
         check_access(path)  # a file others could have changed is not built on
@@ -74,7 +74,7 @@ def add(
 ) -> None:
     """Add a token and print its secret, once: the file keeps only its hash."""
     from mcpower.errors import McpowerError
-    from mcpower.server.tokens import (
+    from mcpower.server.auth.tokens import (
         NamedToken,
         check_name,
         check_patterns,
@@ -148,7 +148,7 @@ def revoke(
 ) -> None:
     """Remove a token: a running server refuses it from its next request."""
     from mcpower.errors import McpowerError
-    from mcpower.server.tokens import editing, write_tokens
+    from mcpower.server.auth.tokens import editing, write_tokens
 
     path = _path(tokens_file, datasets_dir)
     with editing(path):

@@ -3,10 +3,8 @@
     app.py       create_server(): the tools, resources and error envelope, for every transport
     stdio.py     serving over stdin/stdout (started by MCP clients)
     http.py      serving Streamable HTTP at /mcp (one process, many clients), with /healthz
-    access.py    who may use the HTTP server: bearer token, Host and Origin checks
-    callers.py   who is calling, and the one rule for which datasets a caller reads
-    tokens.py    the named tokens file; verifiers.py: the verifiers over it, composed with the others
-    gate.py      what every HTTP request meets first: those checks, then a bounded body read
+    auth/        who is calling, what they may read, how fast: the boundary every HTTP request
+                 crosses (gate, verifiers, callers, ratelimit ...; its __init__ draws the order)
     connections.py  the HTTP connection cap, deadlines on headers and unread bodies
     sessions.py  the HTTP session cap, kept by ending idle sessions
     limits.py    worker threads and the time limit per request

@@ -30,7 +30,7 @@ from mcpower.registry import Registry
 from mcpower.results import SearchFilters, SearchResponse, clip_json
 from mcpower.search import MAX_OFFSET
 from mcpower.server.audit import AuditLog
-from mcpower.server.callers import current_caller, visible
+from mcpower.server.auth.callers import current_caller, visible
 from mcpower.server.limits import Workers
 from mcpower.server.middleware import NoPromptsAdvertised, ResourceUriLimit, WarmUpAfterHandshake
 from mcpower.server.responses import (

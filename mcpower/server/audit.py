@@ -23,7 +23,7 @@ from typing import Any
 
 from mcpower.defaults import is_valid_id
 from mcpower.errors import McpowerError
-from mcpower.server.callers import current_caller
+from mcpower.server.auth.callers import current_caller
 
 logger = logging.getLogger("mcpower.audit")
 

@@ -17,7 +17,7 @@ whenever what the connection is waiting for changes (h11's state says which):
 
 Past either, the connection is closed. A connection beyond ``max_connections`` open at once is
 closed as soon as it is accepted, before anything is read from it. The body a request handler
-does read has its own deadline in gate.py, answered with 408.
+does read has its own deadline in auth/gate.py, answered with 408.
 """
 
 from __future__ import annotations

@@ -7,9 +7,9 @@ connections, lets the requests in flight finish (up to :data:`SHUTDOWN_GRACE_S`)
 Answers are plain JSON (``json_response``): it costs the server half of what an SSE stream per
 call does, and SSE responses are cut the moment a signal arrives instead of finishing.
 
-Every request meets gate.py first (Host, Origin, token, then a bounded body read); each connection
+Every request meets auth/gate.py first (Host, Origin, token, then a bounded body read); each connection
 is guarded by connections.py (a cap, deadlines on headers and unread bodies); sessions.py keeps the
-session cap by ending idle sessions. Who may connect is access.py's business; the worker threads
+session cap by ending idle sessions. Who may connect is the auth room's business; the worker threads
 and the time limit per request are limits.py's; idle expiry is the SDK's, set from :class:`HttpOptions`.
 """
 
@@ -39,7 +39,9 @@ from mcpower import __version__
 from mcpower.defaults import DEFAULT_HTTP_HOST, DEFAULT_HTTP_PORT, DEFAULT_WORKER_THREADS
 from mcpower.errors import McpowerError
 from mcpower.registry import Registry
-from mcpower.server.access import (
+from mcpower.server.app import TOOL_NAMES, KnowledgeServer, create_server
+from mcpower.server.audit import AuditLog
+from mcpower.server.auth.access import (
     WILDCARD_ADDRESSES,
     HostCheck,
     StaticTokenVerifier,
@@ -47,19 +49,17 @@ from mcpower.server.access import (
     check_exposure,
     transport_security,
 )
-from mcpower.server.app import TOOL_NAMES, KnowledgeServer, create_server
-from mcpower.server.audit import AuditLog
-from mcpower.server.callers import caller_from_scope, caller_of, visible
+from mcpower.server.auth.callers import caller_from_scope, caller_of, visible
+from mcpower.server.auth.gate import BODY_TIMEOUT_S, Gate
+from mcpower.server.auth.ratelimit import RateLimit, RateLimits
+from mcpower.server.auth.verifiers import NamedTokenVerifier, one_verifier
 from mcpower.server.connections import DRAIN_TIMEOUT_S, HEADER_TIMEOUT_S, MAX_CONNECTIONS, GuardedH11Protocol
-from mcpower.server.gate import BODY_TIMEOUT_S, Gate
 from mcpower.server.limits import TimeLimit
-from mcpower.server.ratelimit import RateLimit, RateLimits
 from mcpower.server.sessions import SessionRoom
-from mcpower.server.verifiers import NamedTokenVerifier, one_verifier
 
 if TYPE_CHECKING:
+    from mcpower.server.auth.oauth import OAuthOptions
     from mcpower.server.metrics import Metrics
-    from mcpower.server.oauth import OAuthOptions
 
 logger = logging.getLogger(__name__)
 
@@ -80,10 +80,10 @@ class HttpOptions:
     host: str = DEFAULT_HTTP_HOST
     port: int = DEFAULT_HTTP_PORT
     token: str | None = None
-    tokens_file: Path | None = None  # named tokens (tokens.py), besides or instead of the single token
+    tokens_file: Path | None = None  # named tokens (auth/tokens.py), besides or instead of the single token
     allow_hosts: list[str] = field(default_factory=list)
     allow_origins: list[str] = field(default_factory=list)
-    oauth: OAuthOptions | None = None  # OAuth resource-server mode (oauth.py)
+    oauth: OAuthOptions | None = None  # OAuth resource-server mode (auth/oauth.py)
     max_body_bytes: int = 4 * 1024 * 1024
     call_timeout: float = 60.0
     max_sessions: int = 100
@@ -95,7 +95,7 @@ class HttpOptions:
     audit_queries: bool = False
     # One more verifier of callers' tokens, tried first (tests and benchmarks: callers of their own).
     verifier: TokenVerifier | None = None
-    # Deadlines (connections.py, gate.py); not settings, but tests shorten them.
+    # Deadlines (connections.py, auth/gate.py); not settings, but tests shorten them.
     header_timeout: float = HEADER_TIMEOUT_S
     body_timeout: float = BODY_TIMEOUT_S
     drain_timeout: float = DRAIN_TIMEOUT_S
@@ -159,7 +159,7 @@ def create_http_app(
         verifiers.append(NamedTokenVerifier(options.tokens_file))
     resource_metadata, metadata_paths, metadata, jwt_verifier = None, [], None, None
     if options.oauth is not None:  # OAuth resource server: its verifier, and the metadata at paths open to all
-        from mcpower.server import oauth
+        from mcpower.server.auth import oauth
 
         resource = oauth.resource_url(options.oauth, options.url)
         jwt_verifier = oauth.JwtVerifier(options.oauth, resource)
@@ -218,7 +218,7 @@ def create_http_app(
     )
     served: ASGIApp = app
     if jwt_verifier is not None:  # the issuer's keys fetched once at start: a mistyped issuer shows at once
-        from mcpower.server.oauth import IssuerCheck
+        from mcpower.server.auth.oauth import IssuerCheck
 
         served = IssuerCheck(app, jwt_verifier)
     room = SessionRoom(served, server.session_manager, options.max_sessions, MCP_PATH)

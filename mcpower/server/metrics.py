@@ -7,7 +7,7 @@ client library's process-wide default registry is served.
 - ``mcpower_tool_calls_total{tool,status,caller}``: tool calls as the audit log counts them (audit.py);
   ``status`` is ``ok`` or the error code.
 - ``mcpower_search_duration_seconds``: a histogram of the search tool's time.
-- ``mcpower_rate_limited_total{caller,limit}``: requests refused by ratelimit.py (``limit``: rate, searches).
+- ``mcpower_rate_limited_total{caller,limit}``: requests refused by auth/ratelimit.py (``limit``: rate, searches).
 - ``mcpower_sessions``: MCP sessions open now; ``mcpower_datasets{status}``: datasets by status
   (``ready``, ``error``), both read when scraped.
 - ``mcpower_reindex_total{dataset,result}``, ``mcpower_reindex_duration_seconds``: the watcher's

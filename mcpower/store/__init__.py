@@ -22,6 +22,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, Protocol
 
+from mcpower.analysis.languages import UNDETERMINED
 from mcpower.errors import InvalidManifestError, McpowerError
 from mcpower.manifest import DatasetInfo
 from mcpower.results import DatasetSummary, SearchFilters, WatchState
@@ -79,6 +80,7 @@ class ChunkRow:
     text: str
     page_start: int | None = None  # first page of the chunk, from 1 (PDF); None: no pages
     page_end: int | None = None
+    language: str = UNDETERMINED  # the chunk's language (mcpower.analysis), 'und' when not known
 
 
 @dataclass(frozen=True)
@@ -102,6 +104,7 @@ class ChunkHit:
     mtime: float = 0.0
     page_start: int | None = None  # the PDF pages the chunk is on; None for other formats
     page_end: int | None = None
+    language: str = UNDETERMINED  # as ChunkRow.language
 
 
 @dataclass(frozen=True)
@@ -228,6 +231,7 @@ class DatasetEntry:
             documents=m.counts.documents,
             chunks=m.counts.chunks,
             file_types=dict(m.counts.file_types) or None,
+            languages=dict(m.counts.languages) or None,
             model=m.embedding.model,
             backend=m.embedding.backend,
             updated_at=m.updated_at.isoformat(),

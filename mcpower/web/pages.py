@@ -20,8 +20,8 @@ from starlette.responses import Response
 from mcpower.errors import McpowerError
 from mcpower.registry import Registry
 from mcpower.results import MODES
-from mcpower.server import callers
 from mcpower.server.app import KnowledgeServer
+from mcpower.server.auth import callers
 from mcpower.web.overview import Sizes, dataset_rows
 from mcpower.web.reading import WINDOW_LINES, document_window
 from mcpower.web.render import error_page, page

@@ -27,6 +27,9 @@ POSTINGS = "keyword_postings"
 FTS_COLUMNS = ("text", "title", "heading_path")
 # Chunk columns added with PDF pages: databases written before lack them, and read as no pages.
 PAGE_COLUMNS = ("page_start", "page_end")
+# Chunk columns added since the first schema, and what a database without them reads as: no
+# pages; language undetermined (written before languages were detected).
+OPTIONAL_COLUMNS = {"page_start": "NULL", "page_end": "NULL", "language": "'und'"}
 
 SCHEMA = f"""
 CREATE TABLE {DOCUMENTS} (
@@ -50,6 +53,7 @@ CREATE TABLE {CHUNKS} (
     text TEXT NOT NULL,
     page_start INTEGER,
     page_end INTEGER,
+    language TEXT NOT NULL DEFAULT 'und',
     UNIQUE (document_id, ordinal)
 );
 CREATE VIRTUAL TABLE {FTS} USING fts5(
@@ -76,9 +80,9 @@ def insert_sql(table: str, record: type[Any]) -> str:
     return f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})"
 
 
-def select_sql(table: str, record: type[DocumentRow] | type[ChunkRow], pages: bool = True) -> str:
-    """SELECT of the record's columns (``pages`` False: a database without page columns, read as NULL)."""
-    names = [name if pages or name not in PAGE_COLUMNS else "NULL" for name in columns(record)]
+def select_sql(table: str, record: type[DocumentRow] | type[ChunkRow], missing: frozenset[str] = frozenset()) -> str:
+    """SELECT of the record's columns; those ``missing`` from an older database read as their default."""
+    names = [OPTIONAL_COLUMNS[name] if name in missing else name for name in columns(record)]
     return f"SELECT {', '.join(names)} FROM {table}"
 
 
@@ -89,11 +93,10 @@ _HIT_SOURCES = {
 }
 
 
-def hit_sql(pages: bool = True) -> str:
-    """SELECT of :class:`ChunkHit` rows (``pages`` as in :func:`select_sql`)."""
+def hit_sql(missing: frozenset[str] = frozenset()) -> str:
+    """SELECT of :class:`ChunkHit` rows (``missing`` as in :func:`select_sql`)."""
     sources = [
-        _HIT_SOURCES.get(name, "c." + name if pages or name not in PAGE_COLUMNS else "NULL")
-        for name in columns(ChunkHit)
+        _HIT_SOURCES.get(name, OPTIONAL_COLUMNS[name] if name in missing else "c." + name) for name in columns(ChunkHit)
     ]
     return f"SELECT {', '.join(sources)} FROM {CHUNKS} c JOIN {DOCUMENTS} d ON d.id = c.document_id"
 
@@ -112,19 +115,19 @@ def check_schema(db: sqlite3.Connection) -> None:
     A file another version or tool wrote (its checksum recorded by hand) must fail here, at load,
     not in the middle of a search of every dataset.
     """
-    pages = has_pages(db)
-    db.execute(f"{hit_sql(pages)} LIMIT 0").fetchall()
+    missing = missing_columns(db)
+    db.execute(f"{hit_sql(missing)} LIMIT 0").fetchall()
     db.execute(f"SELECT rowid, bm25({FTS}) FROM {FTS} WHERE {FTS} MATCH 'probe' LIMIT 0").fetchall()
     db.execute(f"{select_sql(DOCUMENTS, DocumentRow)} LIMIT 0").fetchall()
-    db.execute(f"{select_sql(CHUNKS, ChunkRow, pages)} LIMIT 0").fetchall()
+    db.execute(f"{select_sql(CHUNKS, ChunkRow, missing)} LIMIT 0").fetchall()
     if has_postings(db):
         db.execute(f"SELECT term, chunk_rows, impacts FROM {POSTINGS} LIMIT 0").fetchall()
 
 
-def has_pages(db: sqlite3.Connection) -> bool:
-    """Whether the chunks table has page columns (databases written before PDF support have not)."""
+def missing_columns(db: sqlite3.Connection) -> frozenset[str]:
+    """The optional chunk columns this database lacks (written before PDF pages or languages)."""
     names = {row[1] for row in db.execute(f"PRAGMA table_info({CHUNKS})")}
-    return all(name in names for name in PAGE_COLUMNS)
+    return frozenset(name for name in OPTIONAL_COLUMNS if name not in names)
 
 
 def has_postings(db: sqlite3.Connection) -> bool:

@@ -34,9 +34,9 @@ from mcpower.store.local.schema import (
     DOCUMENTS,
     FTS,
     check_schema,
-    has_pages,
     has_postings,
     hit_sql,
+    missing_columns,
     select_sql,
 )
 
@@ -67,7 +67,7 @@ class LocalStore:
         db: sqlite3.Connection | ConnectionPool,
         ids: NDArray[np.int64],
         postings: bool,
-        pages: bool = True,
+        missing: frozenset[str] = frozenset(),
         hnsw: bool = False,
     ) -> None:
         self.manifest = manifest  # a Manifest, or the DatasetInfo of a store built in memory (store/original/)
@@ -77,8 +77,9 @@ class LocalStore:
         self._db = db if isinstance(db, ConnectionPool) else ConnectionPool(None, db)
         self._ids = ids  # every chunk id, ascending: the rows of the keyword postings
         self._postings = postings  # False for a database written before postings existed: FTS5 scores all
-        self._pages = pages  # False for a database written before page columns existed: no pages
-        self._hit_sql = hit_sql(pages)
+        # Chunk columns a database written before them lacks (pages, language): read as their defaults.
+        self._missing = missing
+        self._hit_sql = hit_sql(missing)
         self._hnsw = hnsw  # an approximate index: a selective filter is scored exactly instead
         self._lock = threading.Lock()  # guards the filter cache
         self._allowed_cache: dict[SearchFilters, NDArray[np.int64]] = {}
@@ -227,7 +228,7 @@ class LocalStore:
             docs = [DocumentRow(*r) for r in db.execute(select_sql(DOCUMENTS, DocumentRow))]
             chunk_rows = [
                 ChunkRow(*r)
-                for r in db.execute(f"{select_sql(CHUNKS, ChunkRow, self._pages)} ORDER BY document_id, ordinal")
+                for r in db.execute(f"{select_sql(CHUNKS, ChunkRow, self._missing)} ORDER BY document_id, ordinal")
             ]
         by_doc: dict[int, list[ChunkRow]] = {}
         for c in chunk_rows:
@@ -331,7 +332,7 @@ def open_store(folder: Path, manifest: Manifest, verify: bool = True, hashes: Fi
             ).fetchone()
             ids = _ascending_ids(index, db)
             postings = has_postings(db)
-            pages = has_pages(db)
+            missing = missing_columns(db)
         except sqlite3.Error as e:
             if db is not None:
                 db.close()
@@ -343,7 +344,7 @@ def open_store(folder: Path, manifest: Manifest, verify: bool = True, hashes: Fi
             f"{name}: counts disagree (index {index.ntotal} vectors, database {n_chunks} chunks / "
             f"{n_docs} documents, manifest {manifest.counts.chunks} / {manifest.counts.documents})"
         )
-    return LocalStore(manifest, folder, index, pool, ids, postings, pages, hnsw=manifest.vector_index.kind == "hnsw")
+    return LocalStore(manifest, folder, index, pool, ids, postings, missing, hnsw=manifest.vector_index.kind == "hnsw")
 
 
 def _ascending_ids(index: Any, db: sqlite3.Connection) -> NDArray[np.int64]:

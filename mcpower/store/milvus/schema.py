@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
+from mcpower.analysis.languages import UNDETERMINED
 from mcpower.errors import InvalidManifestError
 from mcpower.store import ChunkHit, ChunkRow, DocumentRow
 
@@ -39,8 +40,11 @@ PAD_DIM = 2  # the catalogue and documents collections need a vector field; neve
 CHUNK_DISPLAY = ("id", "doc_id", "ordinal", "heading_path", "start_line", "end_line", "body", "text_at")
 CHUNK_DOC = ("path", "title", "file_type")
 CHUNK_FIELDS = (*CHUNK_DISPLAY, *CHUNK_DOC)
-# The pages a chunk of a PDF is on (0: none); collections written before PDF support lack them.
+# The pages a chunk of a PDF is on (0: none), and the chunk's language; collections written before
+# PDF support or languages lack them (read as no pages, 'und').
 PAGE_FIELDS = ("page_start", "page_end")
+OPTIONAL_FIELDS = (*PAGE_FIELDS, "language")
+LANGUAGE_BYTES = 16
 DOC_FACTS = ("doc_id", "path", "title", "file_type", "size", "mtime", "content_hash", "indexed_at")
 
 
@@ -144,6 +148,7 @@ def chunks_schema(pymilvus: Any, dimension: int) -> tuple[Any, Any]:
     s.add_field("end_line", dt.INT32)
     s.add_field("page_start", dt.INT32)
     s.add_field("page_end", dt.INT32)
+    s.add_field("language", dt.VARCHAR, max_length=LANGUAGE_BYTES)
     # body = title, heading path, then the chunk's text from character text_at on (stored once).
     s.add_field("body", dt.VARCHAR, max_length=MAX_VARCHAR, enable_analyzer=True, analyzer_params=ANALYZER)
     s.add_field("text_at", dt.INT32)
@@ -223,6 +228,7 @@ def chunk_rows(
                 "end_line": c.end_line,
                 "page_start": c.page_start or 0,
                 "page_end": c.page_end or 0,
+                "language": c.language[:LANGUAGE_BYTES],
                 "body": prefix + c.text,
                 "text_at": len(prefix),
                 "dense": vectors[i],
@@ -258,6 +264,7 @@ def hit_of(row: dict[str, Any]) -> ChunkHit:
         document_id=int(row["doc_id"]),
         page_start=int(row.get("page_start") or 0) or None,
         page_end=int(row.get("page_end") or 0) or None,
+        language=str(row.get("language") or UNDETERMINED)[:LANGUAGE_BYTES],
     )
 
 

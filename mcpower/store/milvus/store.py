@@ -22,7 +22,7 @@ from mcpower.manifest import DatasetInfo
 from mcpower.results import SearchFilters, normalize_rel
 from mcpower.store import ChunkHit, ChunkRow, DocumentRow, DocumentSummary
 from mcpower.store.milvus.client import CALL_TIMEOUT, guarded, int_list, literal
-from mcpower.store.milvus.schema import CHUNK_FIELDS, DOC_FACTS, PAGE_FIELDS, document_of, hit_of
+from mcpower.store.milvus.schema import CHUNK_FIELDS, DOC_FACTS, OPTIONAL_FIELDS, document_of, hit_of
 from mcpower.terms import split_terms
 
 if TYPE_CHECKING:
@@ -85,7 +85,7 @@ class MilvusStore:
         self._lock = threading.Lock()
         self._vectors: OrderedDict[int, NDArray[np.float32]] = OrderedDict()
         self._paths: list[tuple[int, str, str]] | None = None  # (doc id, path, file type), for odd filters
-        self._page_fields: tuple[str, ...] | None = None
+        self._optional_fields: tuple[str, ...] | None = None
 
     @property
     def info(self) -> DatasetInfo:
@@ -213,7 +213,7 @@ class MilvusStore:
         are then asked of ``query``."""
         wanted = list(dict.fromkeys(int(i) for i in ids))
         found: dict[int, ChunkHit] = {}
-        fields = [*CHUNK_FIELDS, *self._pages()]
+        fields = [*CHUNK_FIELDS, *self._optional()]
         probe = [1.0] + [0.0] * (self._info.embedding.dimension - 1)  # any vector: every row passing is returned
         for start in range(0, len(wanted), MAX_LIMIT):
             batch = wanted[start : start + MAX_LIMIT]
@@ -239,7 +239,9 @@ class MilvusStore:
     def neighbors(self, hit: ChunkHit, before: int, after: int) -> list[ChunkHit]:
         lo, hi = hit.ordinal - before, hit.ordinal + after
         expr = f"doc_id == {int(hit.document_id)} and ordinal >= {int(lo)} and ordinal <= {int(hi)}"
-        rows = self._call("query", self.chunks_collection, filter=expr, output_fields=[*CHUNK_FIELDS, *self._pages()])
+        rows = self._call(
+            "query", self.chunks_collection, filter=expr, output_fields=[*CHUNK_FIELDS, *self._optional()]
+        )
         return sorted(map(hit_of, rows), key=lambda h: h.ordinal)
 
     def chunk_count(self, document_id: int) -> int:
@@ -288,7 +290,7 @@ class MilvusStore:
             "end_line",
             "body",
             "text_at",
-            *self._pages(),
+            *self._optional(),
         ]
         by_doc: dict[int, list[ChunkRow]] = {}
         for r in self._query_all(self.chunks_collection, "id >= 0", fields):
@@ -304,18 +306,19 @@ class MilvusStore:
                     h.text,
                     h.page_start,
                     h.page_end,
+                    h.language,
                 )
             )
         for doc_id in sorted(parts):
             yield document_of(parts[doc_id]), sorted(by_doc.get(doc_id, []), key=lambda c: c.ordinal)
 
-    def _pages(self) -> tuple[str, ...]:
-        """The page fields, if this version's chunks collection has them (asked of the engine once)."""
-        if self._page_fields is None:
+    def _optional(self) -> tuple[str, ...]:
+        """The page and language fields this version's chunks collection has (asked of the engine once)."""
+        if self._optional_fields is None:
             described = self._call("describe_collection", self.chunks_collection)
             names = {f.get("name") for f in described.get("fields", [])}
-            self._page_fields = PAGE_FIELDS if set(PAGE_FIELDS) <= names else ()
-        return self._page_fields
+            self._optional_fields = tuple(f for f in OPTIONAL_FIELDS if f in names)
+        return self._optional_fields
 
     def _query_all(
         self, collection: str, expr: str, fields: list[str], limit: int | None = None

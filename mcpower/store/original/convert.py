@@ -12,19 +12,24 @@ stay where they are, unused.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from mcpower import __version__
+from mcpower.analysis import chunk_languages
 from mcpower.checksums import FileHashes
 from mcpower.defaults import DEFAULT_BACKEND, DEFAULT_MODEL
 from mcpower.errors import IndexMismatchError, IngestError, InvalidManifestError
 from mcpower.layout import VERSION_PREFIX, fsync_path
 from mcpower.manifest import (
     MANIFEST_NAME,
+    MAX_LANGUAGES,
+    AnalysisInfo,
     DatasetInfo,
     EmbeddingInfo,
     Manifest,
@@ -32,7 +37,7 @@ from mcpower.manifest import (
     now_utc,
     read_manifest_json,
 )
-from mcpower.store import Catalog
+from mcpower.store import Catalog, DatasetBuild
 from mcpower.store.original.files import OriginalDataset, is_original_manifest, read_dataset, read_vectors
 from mcpower.store.original.info import (
     ORIGINAL_CHUNKING,
@@ -103,7 +108,7 @@ def import_original(
             "cannot be upgraded in place; pass --id to import it beside itself"
         )
     info, vectors, reason = _vectors(ds, ds_id, re_embed, backend, cache_dir)
-    build = original_build(ds, info, vectors)
+    build = _with_languages(original_build(ds, info, vectors))
     with catalog.lock(ds_id, wait):
         existing = catalog.current(ds_id)
         if existing is not None:
@@ -196,6 +201,22 @@ def _vectors(
         mcpower_version=__version__,
     )
     return info, vectors, reason
+
+
+def _with_languages(build: DatasetBuild) -> DatasetBuild:
+    """The build with each chunk's language detected, as an ingest gives it (mcpower.analysis)."""
+    by_doc: dict[int, list[int]] = {}
+    for i, c in enumerate(build.chunks):
+        by_doc.setdefault(c.document_id, []).append(i)
+    chunks = list(build.chunks)
+    for members in by_doc.values():
+        for i, lang in zip(members, chunk_languages([chunks[i].text for i in members])):
+            chunks[i] = dataclasses.replace(chunks[i], language=lang)
+    counts = build.info.counts.model_copy(
+        update={"languages": dict(Counter(c.language for c in chunks).most_common(MAX_LANGUAGES))}
+    )
+    info = build.info.model_copy(update={"counts": counts, "analysis": AnalysisInfo()})
+    return dataclasses.replace(build, info=info, chunks=chunks)
 
 
 def _backup_manifest(folder: Path) -> None:

@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 import anyio
 
 from mcpower.errors import McpowerError
-from mcpower.server.access import is_loopback
+from mcpower.server.auth.access import is_loopback
 
 logger = logging.getLogger(__name__)
 

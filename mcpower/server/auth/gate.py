@@ -28,8 +28,8 @@ from starlette.requests import HTTPConnection
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from mcpower.server.access import HostCheck
-from mcpower.server.callers import READ_SCOPE, caller_of
+from mcpower.server.auth.access import HostCheck
+from mcpower.server.auth.callers import READ_SCOPE, caller_of
 
 logger = logging.getLogger(__name__)
 

@@ -36,8 +36,8 @@ from starlette.datastructures import QueryParams
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from mcpower.server.callers import caller_from_scope
-from mcpower.server.gate import replay
+from mcpower.server.auth.callers import caller_from_scope
+from mcpower.server.auth.gate import replay
 
 logger = logging.getLogger(__name__)
 

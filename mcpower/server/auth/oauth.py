@@ -41,8 +41,8 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcpower.errors import McpowerError
-from mcpower.server.callers import READ_SCOPE
-from mcpower.server.jwks import FETCH_TIMEOUT_S, KEYS_TTL_S, REFETCH_INTERVAL_S, JwksError, KeyCache, check_url
+from mcpower.server.auth.callers import READ_SCOPE
+from mcpower.server.auth.jwks import FETCH_TIMEOUT_S, KEYS_TTL_S, REFETCH_INTERVAL_S, JwksError, KeyCache, check_url
 
 logger = logging.getLogger(__name__)
 

@@ -18,8 +18,8 @@ from pathlib import Path
 from mcp.server.auth.provider import AccessToken, TokenVerifier
 
 from mcpower.errors import McpowerError
-from mcpower.server.callers import scopes_for
-from mcpower.server.tokens import NamedToken, check_access, read_tokens
+from mcpower.server.auth.callers import scopes_for
+from mcpower.server.auth.tokens import NamedToken, check_access, read_tokens
 
 logger = logging.getLogger(__name__)
 

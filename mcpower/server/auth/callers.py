@@ -26,7 +26,7 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 
 from mcpower.registry import Registry
-from mcpower.scoped import ScopedRegistry
+from mcpower.server.auth.scoped import ScopedRegistry
 
 READ_SCOPE = "mcpower:read"
 _READ_PREFIX = READ_SCOPE + ":"

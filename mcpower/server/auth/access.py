@@ -25,7 +25,7 @@ from mcp.server.auth.settings import AuthSettings
 from mcp.server.transport_security import TransportSecuritySettings
 
 from mcpower.errors import McpowerError
-from mcpower.server.callers import READ_SCOPE
+from mcpower.server.auth.callers import READ_SCOPE
 
 logger = logging.getLogger(__name__)
 

@@ -346,7 +346,6 @@ def create_server(
                     "status": response.status if response else "error",
                 },
             )
-            logger.debug("query text: %r", query)
 
     async def knowledge_list_datasets() -> Annotated[CallToolResult, DatasetList]:
         scoped = visible(registry, current_caller())

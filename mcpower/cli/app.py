@@ -15,6 +15,7 @@ from typer.models import CommandInfo
 
 from mcpower import __version__
 from mcpower.cli import datasets, importing, ingest, search, serve, tokens
+from mcpower.cli.common import error_text
 from mcpower.errors import McpowerError
 
 # How --help names the values of options and arguments, Click's way (an upper-case word, or the
@@ -82,7 +83,7 @@ class _Group(TyperGroup):
         try:
             return super().invoke(ctx)
         except McpowerError as e:
-            typer.echo(f"Error: {e.message}", err=True)
+            typer.echo(f"Error: {error_text(e)}", err=True)
             raise typer.Exit(1) from None
 
 

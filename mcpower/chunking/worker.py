@@ -289,11 +289,14 @@ def _serve(conn: Connection, memory_bytes: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the ingest, which ends the worker
     try:
         import resource
-
-        resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # ended at a limit, it leaves no core file
-    except (ImportError, ValueError, OSError):  # Windows; or a lower hard limit already set
+    except ImportError:  # Windows
         pass
+    else:
+        # No core file when a limit ends it (it runs in mcpower's folder); each limit on its own,
+        # since one may be refused (RLIMIT_AS on macOS, or a lower hard limit already set).
+        for limit, value in ((resource.RLIMIT_CORE, 0), (resource.RLIMIT_AS, memory_bytes)):
+            with contextlib.suppress(ValueError, OSError):
+                resource.setrlimit(limit, (value, value))
     warnings.simplefilter("ignore")
     logging.disable(logging.CRITICAL)  # parsers log what they repair: the terminal is the ingest's
     conn.send(("ready", _limit_cpu(0)))

@@ -5,7 +5,7 @@ run on untrusted files in C or in pure Python, and no limit inside those librari
 hostile file: a PDF stream can inflate to gigabytes, docutils holds the whole tree while it
 recurses. The other parsers are linear, but not small: markdown-it keeps an object for every block
 token until it is done, and the sections a document becomes keep one for every heading and block,
-so a megabyte of one-line list items or headings took 450 to 600 times its size — under `serve
+so a megabyte of one-line list items or empty headings took 450 to 900 times its size — under `serve
 --watch`, anyone who can write into a watched folder could have the server killed for its memory.
 So the risky formats, and every file over :data:`IN_PROCESS_MAX_BYTES`, are read *and chunked* in
 one long-lived worker process (started on the first such file, reused for the next ones) whose

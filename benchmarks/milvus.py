@@ -92,6 +92,8 @@ class QueryCache:
         self.model_name, self.model_fingerprint = inner.model_name, inner.model_fingerprint
         self.legacy_fingerprint, self.backend = inner.legacy_fingerprint, inner.backend
         self.dimension, self.max_tokens = inner.dimension, inner.max_tokens
+        self.query_prompt, self.document_prompt = inner.query_prompt, inner.document_prompt
+        self.languages = inner.languages
         self._vectors = {t: inner.embed_query(t) for t in dict.fromkeys(texts)}
 
     def count_tokens(self, texts: Any) -> list[int]:

@@ -169,7 +169,7 @@ def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     from prometheus_client.parser import text_string_to_metric_families
 
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    conn.request("GET", "/metrics", headers={"Authorization": f"Bearer {TOKENS['alice']}"})
+    conn.request("GET", "/metrics", headers={"Authorization": f"Bearer {TOKENS['prom']}"})  # the scraper's own
     text = conn.getresponse().read().decode()
     conn.close()
     return {
@@ -264,6 +264,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             check=True,
         )
         TOKENS[caller] = made.stdout.split()[0]
+    scraper = [*mcpower_argv(), "token", "add", "prom", "--metrics", "--tokens-file", str(tokens_file)]
+    TOKENS["prom"] = subprocess.run(scraper, capture_output=True, text=True, check=True).stdout.split()[0]
     servers = [("limited", True)] + ([("unlimited", False)] if args.unlimited else [])
     for i, (name, limited) in enumerate(servers):
         port = args.port + i

@@ -113,7 +113,7 @@ class Server:
             if results and word in results[0]["snippet"]:
                 return time.monotonic() - started
             if time.monotonic() - started > timeout:
-                events = [line for line in self.proc.stderr().splitlines() if "tool.invocation" not in line]
+                events = [line for line in self.proc.stderr().splitlines() if '"event": "audit"' not in line]
                 raise SystemExit(f"{word!r} never became searchable; server log:\n" + "\n".join(events[-30:]))
             time.sleep(POLL)
 

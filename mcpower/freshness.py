@@ -40,8 +40,8 @@ class Freshness:
         """Why the result is stale: "" (it is not), "changed" (another size or modification time),
         "deleted" (the file is gone, its folder is there) or "folder gone" (the whole source folder
         was moved or deleted: re-ingest it from its new place)."""
-        if source is None or size < 0:
-            return ""
+        if source is None or size < 0 or source.origin is not None:
+            return ""  # a fetched source is as fresh as its last fetch (its origin's fetched_at)
         key = (source.path, path, size, mtime)
         now = self.clock()
         with self._lock:

@@ -17,14 +17,13 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from pydantic import ValidationError
-
-from mcpower import __version__, embedding, gitignore
-from mcpower.analysis import normalize_language
+from mcpower import __version__, embedding, gitignore, model_choice
+from mcpower.analysis import SCHEME, normalize_language
 from mcpower.assembly import ProgressCallback, assemble, skip_summary
 from mcpower.chunking import CHUNKER, SUPPORTED_TYPES
-from mcpower.defaults import DEFAULT_BACKEND, DEFAULT_CHUNK_TOKENS, DEFAULT_MODEL, DEFAULT_OVERLAP, DEFAULT_TOP_K
+from mcpower.defaults import DEFAULT_BACKEND, DEFAULT_CHUNK_TOKENS, DEFAULT_OVERLAP, DEFAULT_TOP_K, MAX_PROMPT_CHARS
 from mcpower.discover import DEFAULT_MAX_FILE_BYTES, discover
 from mcpower.errors import DatasetLockedError, IngestError
 from mcpower.manifest import (
@@ -37,11 +36,13 @@ from mcpower.manifest import (
     Counts,
     DatasetInfo,
     EmbeddingInfo,
+    Origin,
     SourceInfo,
     is_valid_id,
     now_utc,
     slugify,
 )
+from mcpower.provenance import check_same_source, source_record
 from mcpower.results import ReindexCounts
 from mcpower.store import Catalog, DatasetBuild
 from mcpower.store.local import LocalCatalog
@@ -58,7 +59,13 @@ class IngestOptions:
     dataset_id: str | None = None  # default: the folder name as a slug
     name: str | None = None  # default: the folder name
     description: str | None = None  # default: the previous version's, else "Documents from <name>"
-    model: str = DEFAULT_MODEL
+    # None: the previous version's model, else the one the documents' languages call for
+    # (model_choice.py: all-MiniLM-L6-v2 for English, multilingual-e5-small for the rest).
+    model: str | None = None
+    # The prompts put before each query and document text; None: the model's own (its folder's
+    # config_sentence_transformers.json), else the previous version's if it used this model.
+    query_prompt: str | None = None
+    document_prompt: str | None = None
     backend: str = DEFAULT_BACKEND
     cache_dir: Path | None = None  # where ONNX exports are cached (default: config.default_cache_dir())
     chunk_tokens: int = DEFAULT_CHUNK_TOKENS
@@ -85,6 +92,8 @@ class IngestOptions:
     # Recorded as the source's options instead of the ones above (the watcher re-ingests within its
     # operator's limits, and keeps the record as the dataset's owner made it: watch/limits.py).
     source_record: SourceInfo | None = None
+    # A fetched source (mcpower/sources/): where the folder came from, recorded with it.
+    origin: Origin | None = None
 
 
 @dataclass
@@ -117,6 +126,11 @@ class IngestReport:
     notes: list[str] = field(default_factory=list)  # worth telling the user, not errors
     languages: dict[str, int] = field(default_factory=dict)  # chunks per language, as published
     language: str | None = None  # the language forced for every chunk, if one was (--language)
+    model: str = ""  # the embedding model the dataset is built with
+    model_reason: str = ""  # why that one, when it was chosen rather than named (model_choice.py)
+    # The model loaded for this ingest, for a caller that goes on using it (`ingest --watch`).
+    embedder: embedding.Embedder | None = field(default=None, repr=False, compare=False)
+    fetch: Any = None  # a fetched source's report (sources.crawl.CrawlReport, sources.git.GitReport)
 
     def changes(self) -> ReindexCounts:
         """What this ingest changed, as a watcher reports its last re-index."""
@@ -216,11 +230,10 @@ def ingest(
             + (f"; {len(skipped)} skipped" if skipped else "")
             + ")"
         )
-    t0 = time.perf_counter()
-    emb = embedder or embedding.load_embedder(opts.model, opts.backend, opts.cache_dir)
-    model_seconds = time.perf_counter() - t0
-    chunk_tokens, overlap = fit_window(chunk_tokens, overlap, emb.max_tokens)
-    report = IngestReport(ds_id, catalog.location(ds_id), skipped=list(skipped), model_seconds=model_seconds)
+    for flag, prompt in (("--query-prompt", opts.query_prompt), ("--document-prompt", opts.document_prompt)):
+        if prompt is not None and len(prompt) > MAX_PROMPT_CHARS:
+            raise IngestError(f"{flag} is {len(prompt)} characters; a prompt takes at most {MAX_PROMPT_CHARS}")
+    report = IngestReport(ds_id, catalog.location(ds_id), skipped=list(skipped))
     if opts.wait and progress is not None and _held_by_another(catalog, ds_id):
         progress("waiting", 0, 0)  # said before blocking; a plain `with`, so no lock outlives a Ctrl-C
     t0 = time.perf_counter()
@@ -229,7 +242,16 @@ def ingest(
         previous = catalog.current(ds_id)
         try:
             if previous is not None and not opts.replace:
-                _check_same_source(ds_id, previous.info, src)
+                check_same_source(ds_id, previous.info, src, opts.origin)
+            t0 = time.perf_counter()
+            prev_info = previous.info if previous is not None else None
+            if embedder is not None:
+                emb = model_choice.prompted(embedder, opts, prev_info)
+            else:
+                emb = model_choice.load_for_ingest(src, files, opts, prev_info, report)
+            report.model_seconds = time.perf_counter() - t0
+            report.model, report.embedder = emb.model_name, emb
+            chunk_tokens, overlap = fit_window(chunk_tokens, overlap, emb.max_tokens, model_choice.prompt_tokens(emb))
             fingerprint = _fingerprint(emb, chunk_tokens, overlap)
             if previous is not None and not opts.full and previous.info.fingerprint != fingerprint:
                 report.rebuild_reason = "the model or chunking settings changed"
@@ -240,6 +262,8 @@ def ingest(
             docs, chunks, vectors = assemble(
                 src, files, opts, emb, chunk_tokens, overlap, reuse, report, progress, language=language
             )
+            if note := model_choice.coverage_note(emb, Counter(c.language for c in chunks)):
+                report.notes.append(note)
             if not src.is_dir():  # deleted or renamed meanwhile: the files not read yet are not gone from it
                 raise IngestError(f"{src.name}: the folder vanished while it was read; nothing was published")
             prev = previous.info if previous is not None else None
@@ -257,6 +281,9 @@ def ingest(
                         "dimension": emb.dimension,
                         "max_tokens": emb.max_tokens,
                         "model_fingerprint": emb.model_fingerprint,
+                        "query_prompt": emb.query_prompt,
+                        "document_prompt": emb.document_prompt,
+                        "languages": sorted(emb.languages) if emb.languages is not None else None,
                     }
                 ),
                 chunking=ChunkingInfo(chunker=CHUNKER, chunk_tokens=chunk_tokens, overlap=overlap),
@@ -270,8 +297,8 @@ def ingest(
                 created_at=prev.created_at if prev else now,
                 updated_at=now,
                 mcpower_version=__version__,
-                source=_source_record(src, opts, report),
-                analysis=AnalysisInfo(language=language),
+                source=source_record(src, opts, report),
+                analysis=AnalysisInfo(scheme=SCHEME, language=language),
             )
             if opts.skip_unchanged and prev is not None and _nothing_changed(prev, info, report):
                 report.published = False
@@ -289,14 +316,15 @@ def ingest(
     return report
 
 
-def fit_window(chunk_tokens: int, overlap: int, max_tokens: int) -> tuple[int, int]:
-    """Chunk size and overlap that fit the model's window (two tokens go to its markers).
+def fit_window(chunk_tokens: int, overlap: int, max_tokens: int, prompt_tokens: int = 0) -> tuple[int, int]:
+    """Chunk size and overlap that fit the model's window (two tokens go to its markers, and
+    ``prompt_tokens`` to the document prompt).
 
     A larger chunk size is lowered, with a warning the CLI shows, and the overlap scaled with it
     (1000/500 on a 256-token model gives 254/127), so chunks keep the share the user asked for
     instead of being nearly all overlap.
     """
-    window = max_tokens - 2
+    window = max(max_tokens - 2 - prompt_tokens, MIN_CHUNK_TOKENS)
     if chunk_tokens <= window:
         return chunk_tokens, overlap
     scaled = min(overlap * window // chunk_tokens, window // 2)
@@ -329,52 +357,23 @@ def _held_by_another(catalog: Catalog, ds_id: str) -> bool:
         return True
 
 
-def _check_same_source(ds_id: str, prev: DatasetInfo, src: Path) -> None:
-    """Refuse to rebuild ``ds_id`` from another folder than the one it was built from.
-
-    Raises:
-        IngestError: the dataset records another source folder.
-    """
-    if prev.source is None or prev.source.path == str(src):
-        return
-    raise IngestError(
-        f"dataset {ds_id!r} was built from {prev.source.path}, not {src}; nothing was changed. "
-        f"To keep both, give this one its own id (--id {slugify(src.parent.name + '-' + src.name) or 'NEW-ID'}); "
-        f"to rebuild {ds_id!r} from {src} instead, pass --replace"
-    )
-
-
-def _source_record(src: Path, opts: IngestOptions, report: IngestReport) -> SourceInfo | None:
-    """What the manifest records of the source folder and the options that select its files."""
-    if opts.source_record is not None:
-        return opts.source_record.model_copy(update={"path": str(src)})
-    try:
-        return SourceInfo(
-            path=str(src),
-            include=tuple(opts.include),
-            exclude=tuple(opts.exclude),
-            follow_symlinks=opts.follow_symlinks,
-            max_file_bytes=opts.max_file_bytes,
-            code=opts.code,
-            keep_site_files=opts.keep_site_files,
-        )
-    except ValidationError as e:
-        where, msg = ".".join(str(x) for x in e.errors()[0]["loc"]), e.errors()[0]["msg"]
-        reason = f"{where}: {msg}" if where else msg
-        report.notes.append(f"source folder not recorded ({reason[:200]}): `serve --watch` cannot watch this dataset")
-        return None
-
-
 def _nothing_changed(prev: DatasetInfo, info: DatasetInfo, report: IngestReport) -> bool:
     """Whether publishing ``info`` would only restamp the previous version ``prev``."""
     if report.full_rebuild or report.added or report.changed or report.removed or report.touched:
         return False
     ignored = {"updated_at", "mcpower_version"}
-    return prev.model_dump(include=set(DatasetInfo.model_fields) - ignored) == info.model_dump(exclude=ignored)
+    before = prev.model_dump(include=set(DatasetInfo.model_fields) - ignored)
+    after = info.model_dump(exclude=ignored)
+    for record in (before, after):  # a fetch that found nothing new is no new version
+        if record.get("source") and record["source"].get("origin"):
+            record["source"]["origin"].pop("fetched_at", None)
+    return before == after
 
 
 def _fingerprint(emb: embedding.Embedder, chunk_tokens: int, overlap: int) -> str:
     # torch and onnx fp32 give the same vectors; int8 does not, so precision is part of identity.
     precision = "int8" if emb.backend == "onnx-int8" else "fp32"
     key = f"{emb.model_fingerprint}|{emb.dimension}|{precision}|{CHUNKER}|{chunk_tokens}|{overlap}"
+    if emb.query_prompt or emb.document_prompt:  # other prompts, other vectors (none: as before prompts)
+        key += f"|{emb.query_prompt}|{emb.document_prompt}"
     return hashlib.sha256(key.encode()).hexdigest()[:32]

@@ -205,7 +205,8 @@ def _versions_in_use(folder: Path) -> set[str]:
         manifest = read_manifest(folder / MANIFEST_NAME)
     except McpowerError:
         return set()
-    return {Path(manifest.index).parts[0], Path(manifest.metadata).parts[0]}
+    files = [manifest.index, manifest.metadata, *([manifest.vectors] if manifest.vectors else [])]
+    return {Path(f).parts[0] for f in files}
 
 
 def prune_versions(folder: Path, keep: set[str]) -> None:

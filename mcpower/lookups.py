@@ -20,6 +20,7 @@ from mcpower.results import (
     clip_json_tokens,
     estimate_tokens,
 )
+from mcpower.sources.citation import url_of
 from mcpower.store import MAX_CHUNK_ID, ChunkHit, Store
 
 SCOPES = ("chunk", "neighbors", "section")
@@ -120,6 +121,7 @@ def get_source(
         retrieved_at=utc_now_iso(),
         indexed_at=hit.indexed_at,
         stale=registry.freshness.stale(store.info.source, hit.path, hit.size, hit.mtime),
+        url=url_of(store.info.source, hit.path),
     )
     if max_tokens is not None:
         frame = estimate_tokens(response.model_dump_json()) - 1  # less the empty content's quotes
@@ -151,6 +153,7 @@ def get_metadata(registry: Registry, result_id: str) -> MetadataResponse:
         chunk_index=hit.ordinal,
         chunk_count=store.chunk_count(hit.document_id),
         stale=registry.freshness.stale(store.info.source, doc.path, doc.size, doc.mtime),
+        url=url_of(store.info.source, doc.path),
     )
 
 

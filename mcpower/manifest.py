@@ -8,11 +8,8 @@ store keeps its files and their checksums (mcpower/layout.py draws the folder).
 
 from __future__ import annotations
 
-import errno
 import json
-import os
 import re
-import stat
 import unicodedata
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
@@ -22,19 +19,23 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic.alias_generators import to_camel
 
 from mcpower.analysis.languages import LANGUAGE_CODE
-from mcpower.defaults import DEFAULT_TOP_K, Backend
+from mcpower.defaults import DEFAULT_TOP_K, MAX_PROMPT_CHARS, Backend
 from mcpower.defaults import ID_PATTERN as ID_PATTERN  # the id rule and the manifest's bounds live in
 from mcpower.defaults import MANIFEST_NAME as MANIFEST_NAME  # defaults.py (the cold search reads them
 from mcpower.defaults import MAX_ID_CHARS as MAX_ID_CHARS  # without this module); importable from here
 from mcpower.defaults import MAX_MANIFEST_BYTES as MAX_MANIFEST_BYTES
 from mcpower.defaults import is_valid_id as is_valid_id
 from mcpower.errors import InvalidManifestError
+from mcpower.jsonfile import read_json
 
 # File types a manifest may count documents of, and what a file type looks like.
 MAX_FILE_TYPES = 64
 # Languages a manifest may count chunks of (the detector tells 176 apart; a dataset holds a few).
 MAX_LANGUAGES = 200
 _SUFFIX = re.compile(r"\.[a-z0-9_+-]{1,15}")
+# The languages a model's record may name.
+MAX_MODEL_LANGUAGES = 300
+_MODEL_LANGUAGE = re.compile(r"[a-z]{2,3}(?:-[a-z0-9]{2,8})?")
 # Chunking bounds a manifest accepts (and ingest checks before it embeds anything).
 MIN_CHUNK_TOKENS, MAX_CHUNK_TOKENS = 16, 8192
 MAX_OVERLAP = 4096
@@ -63,6 +64,21 @@ class EmbeddingInfo(_Model):
     normalized: bool = Field(True, strict=True)
     max_tokens: int = Field(ge=8, le=65536, strict=True)
     model_fingerprint: str = Field(min_length=1, max_length=64)
+    # Put before each query and each document text when they are embedded (E5: "query: ",
+    # "passage: "): searches embed queries with the dataset's own. Absent from manifests written
+    # before prompts were applied, whose datasets were built without any.
+    query_prompt: str = Field("", max_length=MAX_PROMPT_CHARS)
+    document_prompt: str = Field("", max_length=MAX_PROMPT_CHARS)
+    # The languages the model reads (ISO 639 codes, from its model card); None: not known. A search
+    # weighs the semantic score of text in another language less (ranking.py).
+    languages: tuple[str, ...] | None = Field(None, max_length=MAX_MODEL_LANGUAGES)
+
+    @field_validator("languages")
+    @classmethod
+    def _codes(cls, v: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if v is not None and not all(_MODEL_LANGUAGE.fullmatch(code) for code in v):
+            raise ValueError("must be language codes such as 'en' or 'de'")
+        return v
 
 
 class ChunkingInfo(_Model):
@@ -72,7 +88,10 @@ class ChunkingInfo(_Model):
 
 
 class VectorIndexInfo(_Model):
-    kind: Literal["flat", "hnsw"]
+    # flat: exact search; hnsw: an HNSW graph over the float vectors (versions built before hnsw_sq);
+    # hnsw_sq: an HNSW graph over 8-bit codes, its candidates re-scored with the exact vectors kept
+    # in the manifest's ``vectors`` file (store/local/vectors.py)
+    kind: Literal["flat", "hnsw", "hnsw_sq"]
     metric: Literal["inner_product"] = "inner_product"
     hnsw_m: int | None = Field(None, ge=4, le=256, strict=True)
     ef_search: int | None = Field(None, ge=1, le=4096, strict=True)
@@ -115,6 +134,7 @@ class Counts(_Model):
 class Checksums(_Model):
     index: str = Field(pattern=r"^[0-9a-f]{64}$")
     metadata: str = Field(pattern=r"^[0-9a-f]{64}$")
+    vectors: str | None = Field(None, pattern=r"^[0-9a-f]{64}$")  # the exact vectors of an hnsw_sq index
 
 
 # The source record is the only part of a manifest whose size the user chooses (folder path, globs):
@@ -123,6 +143,39 @@ MAX_SOURCE_JSON_BYTES = 4096
 MAX_SOURCE_PATH_CHARS = 1024
 MAX_PATTERNS, MAX_PATTERN_CHARS = 32, 256
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _absent(value: object) -> bool:
+    return value is None
+
+
+class Origin(_Model):
+    """Where a fetched source came from: a crawled site (``web``: its start URL) or a git
+    repository (``git``: its address, the ref asked for, the commit read and the folder taken).
+
+    Untrusted like the rest of a manifest: bounded, no control characters, the commit hex.
+    """
+
+    kind: Literal["web", "git"]
+    url: str = Field(min_length=3, max_length=2048)
+    ref: str | None = Field(None, max_length=256, exclude_if=_absent)
+    commit: str | None = Field(None, pattern=r"^[0-9a-f]{7,64}$", exclude_if=_absent)
+    subdir: str | None = Field(None, max_length=MAX_SOURCE_PATH_CHARS, exclude_if=_absent)
+    fetched_at: datetime | None = Field(None, exclude_if=_absent)
+
+    @field_validator("url", "ref", "subdir")
+    @classmethod
+    def _printable(cls, v: str | None) -> str | None:
+        if v is not None and _CONTROL.search(v):
+            raise ValueError("must not hold control characters")
+        return v
+
+    @field_validator("subdir")
+    @classmethod
+    def _relative(cls, v: str | None) -> str | None:
+        if v is not None and (v.startswith("/") or ".." in PurePosixPath(v).parts):
+            raise ValueError("must be a folder inside the repository")
+        return v
 
 
 class SourceInfo(_Model):
@@ -139,6 +192,8 @@ class SourceInfo(_Model):
     max_file_bytes: int = Field(ge=1, le=1 << 40, strict=True)
     code: bool = Field(False, strict=True)  # built with --code (source files read too)
     keep_site_files: bool = Field(False, strict=True)  # built with --keep-site-files (mcpower/sites.py)
+    # A fetched source (mcpower/sources/): ``path`` is then its folder in mcpower's cache.
+    origin: Origin | None = Field(None, exclude_if=_absent)
 
     @field_validator("path")
     @classmethod
@@ -162,11 +217,16 @@ class SourceInfo(_Model):
 
 
 class AnalysisInfo(_Model):
-    """How the dataset's text was analysed: the language recorded for it (mcpower.analysis).
+    """How the dataset's text was analysed into keyword terms, and the language recorded for it
+    (mcpower.analysis).
 
-    Absent in manifests written before languages were detected: their chunks' language is 'und'.
+    Absent in manifests written before languages were detected: their chunks' language is 'und',
+    and their keyword index was made by FTS5's Porter tokenizer, as queries of it still are.
     """
 
+    # The analysis the keyword index was built with (mcpower.analysis.analyzers.SCHEME), so a query
+    # is analysed the same way; None: FTS5's Porter tokenizer (written between languages and analysis).
+    scheme: Literal["mcpower-text-1"] | None = None
     # Forced with `mcpower ingest --language CODE`: every chunk is in it, and re-ingests and
     # --watch keep it; None: each chunk's language was detected.
     language: str | None = Field(None, pattern=LANGUAGE_CODE.pattern)
@@ -208,20 +268,38 @@ class Manifest(DatasetInfo):
 
     index: str = Field(min_length=1, max_length=256)
     metadata: str = Field(min_length=1, max_length=256)
+    # The exact float32 vectors beside an hnsw_sq index (absent for the other kinds).
+    vectors: str | None = Field(None, min_length=1, max_length=256)
     vector_index: VectorIndexInfo
     checksums: Checksums
 
-    @field_validator("index", "metadata")
+    @field_validator("index", "metadata", "vectors")
     @classmethod
-    def _relative_inside(cls, v: str) -> str:
-        return relative_inside(v)
+    def _relative_inside(cls, v: str | None) -> str | None:
+        return None if v is None else relative_inside(v)
+
+    @model_validator(mode="after")
+    def _vectors_file(self) -> Manifest:
+        quantised = self.vector_index.kind == "hnsw_sq"
+        if quantised != (self.vectors is not None) or quantised != (self.checksums.vectors is not None):
+            raise ValueError(
+                "vectors and checksums.vectors name the exact vectors of an hnsw_sq index, and only of one"
+            )
+        return self
 
     def to_json(self) -> str:
         """The manifest as written to disk, its keys in the order they have always had."""
         data = self.model_dump(mode="json", by_alias=True)
+        embedding = data["embedding"]
+        for key, empty in (("queryPrompt", ""), ("documentPrompt", ""), ("languages", None)):
+            if embedding.get(key) == empty:
+                embedding.pop(key)  # as manifests were written before the fields existed
         for key in ("source", "analysis"):
             if data.get(key) is None:
                 data.pop(key, None)  # as manifests were written before the field existed
+        if data.get("vectors") is None:  # the same for the vectors file of an hnsw_sq index
+            data.pop("vectors", None)
+            data["checksums"].pop("vectors", None)
         ordered = {key: data.pop(key) for key in _KEY_ORDER if key in data}
         return json.dumps({**ordered, **data}, ensure_ascii=False, indent=2) + "\n"
 
@@ -229,7 +307,7 @@ class Manifest(DatasetInfo):
 # Keys in the order manifests were first written with (the Manifest fields follow DatasetInfo's in
 # the model, which would move index and metadata down).
 _KEY_ORDER = (
-    *("schemaVersion", "id", "name", "description", "index", "metadata", "defaultTopK", "embedding"),
+    *("schemaVersion", "id", "name", "description", "index", "metadata", "vectors", "defaultTopK", "embedding"),
     *("chunking", "vectorIndex", "fingerprint", "counts", "checksums", "createdAt", "updatedAt", "mcpowerVersion"),
 )
 
@@ -278,59 +356,6 @@ def read_manifest_json(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise InvalidManifestError(f"{where}: must be a JSON object")
     return data
-
-
-def read_json(path: Path, max_bytes: int, what: str, max_values: int | None = None) -> Any:
-    """The JSON value in the regular file ``path`` of at most ``max_bytes`` bytes (and, if given,
-    at most about ``max_values`` values: parsed, each costs ~60-90 bytes however short its text).
-
-    The file is opened once (no symlink followed, without blocking) and that descriptor is checked
-    and read, so what is checked is what is read; its size is checked before anything is read, its
-    values are counted before it is parsed.
-
-    Raises:
-        ValueError: what was wrong, for a message (no path in it): unreadable, not a regular file,
-            over the limits for ``what``, not UTF-8 JSON, NaN or Infinity, nested too deeply.
-    """
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
-    except OSError as e:
-        raise ValueError(
-            "not a regular file (a symlink)" if e.errno == errno.ELOOP else f"cannot read ({e.strerror})"
-        ) from e
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise ValueError("not a regular file")
-        if st.st_size > max_bytes:
-            raise ValueError(f"{st.st_size} bytes, over the {max_bytes}-byte limit for {what}")
-        parts, size = [], 0
-        while size <= max_bytes and (block := os.read(fd, max_bytes + 1 - size)):  # the file may have grown
-            parts.append(block)
-            size += len(block)
-    except OSError as e:
-        raise ValueError(f"cannot read ({e.strerror})") from e
-    finally:
-        os.close(fd)
-    if size > max_bytes:
-        raise ValueError(f"over the {max_bytes}-byte limit for {what}")
-    data = b"".join(parts)
-    del parts
-    if max_values is not None:
-        # Every value but the first follows a , : [ or { (one in a string is counted too: an upper bound).
-        values = 1 + sum(data.count(c) for c in (b",", b":", b"[", b"{"))
-        if values > max_values:
-            raise ValueError(f"~{values} values (counting , : [ and {{), over the {max_values}-value limit for {what}")
-    try:
-        text = data.decode("utf-8")
-        del data  # not held beside the text while it is parsed
-        return json.loads(text, parse_constant=_reject_constant)
-    except (UnicodeDecodeError, ValueError, RecursionError) as e:  # RecursionError: `[[[[...` nesting
-        raise ValueError(f"not valid UTF-8 JSON ({e})") from e
-
-
-def _reject_constant(name: str) -> float:
-    raise ValueError(f"{name} is not allowed")
 
 
 def _describe(e: ValidationError) -> str:

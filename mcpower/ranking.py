@@ -2,10 +2,11 @@
 
 Scores are absolute, not rescaled per query, so an off-topic question scores low in every mode:
 
-    semantic  cosine similarity of query and chunk, clipped to 0..1
+    semantic  cosine similarity of query and chunk on the model's scale (coverage.cosine_scale), clipped to 0..1
     keyword   BM25 squashed to 0..1 as bm25 / (bm25 + KEYWORD_HALF): a score of 0.5 means BM25 = KEYWORD_HALF
-    hybrid    SEMANTIC_WEIGHT * semantic + (1 - SEMANTIC_WEIGHT) * keyword, both computed for every
-              candidate of either list (a chunk missing from the keyword list scores 0 there)
+    hybrid    w * semantic + (1 - w) * keyword, both computed for every candidate of either list (a
+              chunk missing from the keyword list scores 0 there); w is SEMANTIC_WEIGHT, less where
+              the model does not read the chunk's language or the question's script (coverage.py)
 
 docs/search.md explains the choice; benchmarks/ measures it.
 """
@@ -13,6 +14,7 @@ docs/search.md explains the choice; benchmarks/ measures it.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from mcpower.defaults import MAX_TOP_K as MAX_TOP_K
@@ -62,26 +64,39 @@ def keyword_score(bm25: float) -> float:
     return bm25 / (bm25 + KEYWORD_HALF) if bm25 > 0 else 0.0
 
 
-def semantic_score(cosine: float) -> float:
-    return min(max(cosine, 0.0), 1.0)
+def semantic_score(cosine: float, scale: tuple[float, float] = (0.0, 1.0)) -> float:
+    """The cosine on the model's scale (coverage.cosine_scale: where its unrelated and its closest
+    texts fall), clipped to 0..1; all-MiniLM-L6-v2's is the cosine itself."""
+    low, high = scale
+    return min(max((cosine - low) / (high - low), 0.0), 1.0)
 
 
-def fuse(mode: Mode, cosines: dict[int, float], bm25s: dict[int, float]) -> list[tuple[int, float]]:
+def fuse(
+    mode: Mode,
+    cosines: dict[int, float],
+    bm25s: dict[int, float],
+    weights: Mapping[int, float] | None = None,
+    scale: tuple[float, float] = (0.0, 1.0),
+) -> list[tuple[int, float]]:
     """Candidates ranked by the mode's score, best first; ties broken by chunk id for stability.
+
+    ``weights``: the semantic weight of each candidate in hybrid mode (coverage.py), else
+    SEMANTIC_WEIGHT; ``scale``: the model's cosine scale (coverage.cosine_scale).
 
     Semantic mode ranks by the cosine itself, so candidates whose cosines are all clipped to a
     score of 0 keep the order of an inner-product search (the original system's, too).
     """
     if mode == "semantic":
         ranked = sorted(cosines.items(), key=lambda kv: (-kv[1], kv[0]))
-        return [(i, semantic_score(c)) for i, c in ranked]
+        return [(i, semantic_score(c, scale)) for i, c in ranked]
     if mode == "keyword":
         scored = {i: keyword_score(b) for i, b in bm25s.items()}
     else:
         ids = cosines.keys() | bm25s.keys()
+        w = weights or {}
         scored = {
-            i: SEMANTIC_WEIGHT * semantic_score(cosines.get(i, 0.0))
-            + (1 - SEMANTIC_WEIGHT) * keyword_score(bm25s.get(i, 0.0))
+            i: (s := w.get(i, SEMANTIC_WEIGHT)) * semantic_score(cosines.get(i, 0.0), scale)
+            + (1 - s) * keyword_score(bm25s.get(i, 0.0))
             for i in ids
         }
     return sorted(scored.items(), key=lambda kv: (-kv[1], kv[0]))

@@ -32,6 +32,7 @@ from mcpower.store.local import LocalCatalog
 
 if TYPE_CHECKING:  # embedders pull in numpy and onnxruntime: imported when first used
     from mcpower.embedding import Embedder
+    from mcpower.embedding.cache import QueryCache
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +54,7 @@ class Registry:
         embedder_factory: EmbedderFactory | None = None,
         cache_dir: Path | None = None,
         allowed_models: Collection[str] = (),
+        query_cache: int | None = None,
     ) -> None:
         if cache_dir is None:
             from mcpower.config import default_cache_dir
@@ -67,6 +69,9 @@ class Registry:
         self._entries: dict[str, tuple[DatasetEntry, Catalog]] = {}
         self._stores: dict[str, Store] = {}
         self._embedders: dict[str, Embedder] = {}
+        # Repeated queries' vectors (embedding/cache.py), for every model; 0 turns it off.
+        self._query_cache_size = query_cache
+        self._query_cache: QueryCache | None = None
         self._lock = threading.RLock()
         self._load_locks: dict[str, threading.Lock] = {}
         self.freshness = Freshness()  # whether results' source files changed since they were indexed
@@ -239,7 +244,7 @@ class Registry:
         Raises:
             EmbeddingModelError: the dataset's model cannot be loaded here, or differs from it.
         """
-        from mcpower.embedding import check_compatible
+        from mcpower.embedding import check_compatible, with_prompts
 
         model = info.embedding.model
         with self._lock:
@@ -250,7 +255,7 @@ class Registry:
                 emb = self._embedders.get(model)
                 if emb is None:
                     try:
-                        emb = self._factory(model)
+                        emb = self._cached(self._factory(model))
                     except EmbeddingModelError as e:
                         raise EmbeddingModelError(
                             f"dataset {info.id!r} was built with model {model!r}, "
@@ -259,7 +264,20 @@ class Registry:
                     with self._lock:
                         self._embedders[model] = emb
         check_compatible(emb, info)  # a cached embedder too: another dataset may need other weights
-        return emb
+        # Queries are embedded with the prompt the dataset was built with (a view sharing the model).
+        return with_prompts(emb, info.embedding.query_prompt, info.embedding.document_prompt)
+
+    def _cached(self, emb: Embedder) -> Embedder:
+        """``emb`` with its query vectors remembered (keyed by its fingerprint, backend and the text)."""
+        from mcpower.embedding.cache import QUERY_CACHE_SIZE, CachedQueries, QueryCache
+
+        size = QUERY_CACHE_SIZE if self._query_cache_size is None else self._query_cache_size
+        if size <= 0:
+            return emb
+        with self._lock:
+            if self._query_cache is None:
+                self._query_cache = QueryCache(size)
+            return CachedQueries(emb, self._query_cache)
 
     def _load_query_embedder(self, model: str) -> Embedder:
         from mcpower import embedding

@@ -92,6 +92,12 @@ class SearchResult(BaseModel):
         exclude_if=_absent,
         description="with stale: 'changed', 'deleted' (the file is gone) or 'folder gone' (the source folder moved)",
     )
+    url: str | None = Field(
+        None,
+        exclude_if=_absent,
+        description="where the document lives on the web, for citation: the page's URL for a crawled site, the "
+        "file at the commit read for a repository on a known host; absent for local files",
+    )
 
 
 class SearchMeta(BaseModel):
@@ -163,6 +169,7 @@ class SourceResponse(BaseModel):
     retrieved_at: str
     indexed_at: str = Field("", description="when the document was indexed (ISO 8601, UTC)")
     stale: bool = Field(False, description="true when the source file has changed or vanished since it was indexed")
+    url: str | None = Field(None, exclude_if=_absent, description="the document's URL, as in search results")
 
 
 class MetadataResponse(BaseModel):
@@ -180,6 +187,7 @@ class MetadataResponse(BaseModel):
     chunk_index: int
     chunk_count: int = Field(description="chunks in the document")
     stale: bool = Field(False, description="true when the source file has changed or vanished since it was indexed")
+    url: str | None = Field(None, exclude_if=_absent, description="the document's URL, as in search results")
 
 
 class DatasetSummary(BaseModel):
@@ -295,8 +303,11 @@ def clip_chars(text: str, max_chars: int) -> str:
     return text if len(text) <= max_chars else text[: max_chars - 1] + "…"
 
 
-# The shortest snippet a result keeps while a response is shrunk to fit its budget.
+# The shortest snippet a result keeps while a response is shrunk to fit its budget: snippets are
+# halved while one is longer than 64 characters of English would be in tokens, so a Chinese or
+# Japanese snippet (a token a character) shrinks as far in tokens as an English one does.
 MIN_SNIPPET_CHARS = 64
+MIN_SNIPPET_TOKENS = estimate_tokens("x" * MIN_SNIPPET_CHARS)
 _RESULT = TypeAdapter(SearchResult)
 
 
@@ -334,7 +345,11 @@ def fit_results(
 
     chars = snippet_chars
     results, sizes, tokens = build(chars)
-    while not fits(sizes, tokens, len(results)) and chars > MIN_SNIPPET_CHARS:
+    while (
+        not fits(sizes, tokens, len(results))
+        and chars > 1
+        and any(estimate_tokens(r.snippet) > MIN_SNIPPET_TOKENS for r in results)
+    ):
         chars //= 2
         results, sizes, tokens = build(chars)
     n = len(results)

@@ -12,10 +12,13 @@ A search of every dataset merges their results by a score calibrated per dataset
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING
 
+from mcpower.analysis import query_languages, snippet_terms
+from mcpower.coverage import cosine_scale, semantic_weights
 from mcpower.defaults import DEFAULT_TOP_K
 from mcpower.defaults import MAX_OFFSET as MAX_OFFSET  # importable from here, as before
 from mcpower.errors import (
@@ -35,6 +38,7 @@ from mcpower.priors import apply_priors
 from mcpower.ranking import (
     CANDIDATE_FACTOR,
     MIN_CANDIDATES,
+    SEMANTIC_WEIGHT,
     across_datasets,
     best_snippet,
     fuse,
@@ -58,12 +62,15 @@ from mcpower.results import (
     fit_results,
 )
 from mcpower.results import MIN_SNIPPET_CHARS as MIN_SNIPPET_CHARS  # importable from here, as before
+from mcpower.sources.citation import url_of
 from mcpower.store import ChunkHit, KeywordMatches, Store
 from mcpower.terms import query_terms
 
 if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
+
+    from mcpower.manifest import DatasetInfo
 
 
 def search(
@@ -144,7 +151,7 @@ def search(
     )
     depth = offset + k + 1 if paging else k  # one more tells whether there is a next page
     merged: list[tuple[float, str, int, Passage]] = []
-    terms = query_terms(q)
+    terms = {s.info.id: _snippet_terms(q, s.info) for s in stores}
     for store in stores:
         # Equal scores keep their store's order (by chunk id; by raw cosine for semantic scores clipped to 0).
         rank_at = partial(_search_store, registry, store, q, mode=m, filters=filters, sides=_Sides(), priors=priors)
@@ -156,7 +163,12 @@ def search(
     ranked = [(store_id, p) for _, store_id, _, p in merged if p.score >= min_score]
     sources = {s.info.id: s.info.source for s in stores}
     picked = [
-        (store_id, p, registry.freshness.why(sources[store_id], p.best.path, p.best.size, p.best.mtime))
+        (
+            store_id,
+            p,
+            registry.freshness.why(sources[store_id], p.best.path, p.best.size, p.best.mtime),
+            url_of(sources[store_id], p.best.path),
+        )
         for store_id, p in ranked[offset : offset + k]
     ]
     meta = SearchMeta(
@@ -172,7 +184,7 @@ def search(
         next_offset=offset + len(picked) if len(ranked) > offset + len(picked) and paging else None,
     )
     results, cut = fit_results(
-        lambda chars: [_result(store_id, p, terms, chars, stale) for store_id, p, stale in picked],
+        lambda chars: [_result(store_id, p, terms[store_id], chars, stale, url) for store_id, p, stale, url in picked],
         snippet_chars,
         max_bytes,
         max_tokens,
@@ -246,8 +258,31 @@ def _search_store(
                 vecs = store.vectors(missing)
                 cosines.update(zip(missing, (vecs @ qvec).tolist()))
             bm25s.update(matches.scores_of(cosines))
-    ranked = sides.fused[depth] = fuse(mode, cosines, bm25s)
+    weights = _semantic_weights(store, sides, q, list(cosines.keys() | bm25s.keys())) if mode == "hybrid" else None
+    scale = cosine_scale(store.info.embedding.model)
+    ranked = sides.fused[depth] = fuse(mode, cosines, bm25s, weights, scale)
     return _hits(store, sides, ranked, q, k, priors)
+
+
+def _semantic_weights(store: Store, sides: _Sides, q: str, ids: list[int]) -> dict[int, float] | None:
+    """Each candidate's semantic weight where the model does not read its language (coverage.py);
+    candidates' languages come from their chunks, fetched once per query with the hits."""
+
+    def languages_of(wanted: Sequence[int]) -> dict[int, str]:
+        sides.hits.update(store.chunks([i for i in wanted if i not in sides.hits]))
+        return {i: sides.hits[i].language for i in wanted if i in sides.hits}
+
+    e = store.info.embedding
+    return semantic_weights(
+        e.model, e.languages, store.info.counts.languages, q, ids, languages_of, SEMANTIC_WEIGHT, _query_language
+    )
+
+
+def _query_language(q: str) -> str:
+    """The question's language ('und' when too short to tell); loads the language model on first use."""
+    from mcpower.analysis import detect
+
+    return detect(q).language
 
 
 def _hits(
@@ -263,7 +298,17 @@ def _hits(
     return apply_priors(ranked, fetch, q, k, priors)
 
 
-def _result(dataset: str, p: Passage, terms: list[str], snippet_chars: int, stale: str) -> SearchResult:
+def _snippet_terms(query: str, info: DatasetInfo) -> list[str]:
+    """What marks a chunk as matching ``query`` in the dataset ``info`` describes: as its keyword
+    index analyses text (mcpower.analysis), or FTS5's words for a dataset indexed before that."""
+    if info.analysis is not None and info.analysis.scheme is not None:
+        return snippet_terms(query, query_languages(info.counts.languages))
+    return query_terms(query)
+
+
+def _result(
+    dataset: str, p: Passage, terms: list[str], snippet_chars: int, stale: str, url: str | None = None
+) -> SearchResult:
     hit = p.best  # names, scores and shows the passage: get_source and get_metadata take its id
     return SearchResult(
         result_id=make_result_id(dataset, hit.id),
@@ -279,4 +324,5 @@ def _result(dataset: str, p: Passage, terms: list[str], snippet_chars: int, stal
         indexed_at=hit.indexed_at,
         stale=bool(stale),
         stale_reason=stale or None,
+        url=url,
     )

@@ -41,6 +41,9 @@ class FakeEmbedder:
     backend = "onnx"
     dimension = 256
     max_tokens = 256
+    query_prompt = ""
+    document_prompt = ""
+    languages: frozenset[str] | None = None  # reads every language
 
     def __init__(self) -> None:
         self.embedded: list[str] = []  # every document text embedded, in order

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from mcpower.analysis import index_terms, query_languages, query_terms
 from mcpower.errors import DatasetLockedError
 from mcpower.manifest import DatasetInfo
 from mcpower.results import SearchFilters, normalize_rel
@@ -42,7 +43,12 @@ class MemoryStore:
         self._docs = {d.id: d for d in build.documents}
         self._hits = {c.id: self._hit(c) for c in build.chunks}
         self._row = {c.id: i for i, c in enumerate(build.chunks)}
-        self._terms = {c.id: Counter(split_terms(f"{c.text} {c.heading_path}")) for c in build.chunks}
+        # Analysed as the local store analyses them (mcpower.analysis) when the build says so.
+        analysis = build.info.analysis
+        self._languages = (
+            query_languages(build.info.counts.languages) if analysis is not None and analysis.scheme else None
+        )
+        self._terms = {c.id: Counter(self._analyse(f"{c.text} {c.heading_path}", c.language)) for c in build.chunks}
         self.closed = False
 
     @property
@@ -90,8 +96,11 @@ class MemoryStore:
         sims = [(i, float(self._build.vectors[self._row[i]] @ vector)) for i in ids]
         return sorted(sims, key=lambda kv: (-kv[1], kv[0]))[:k]
 
+    def _analyse(self, text: str, language: str) -> list[str]:
+        return index_terms(text, language) if self._languages is not None else split_terms(text)
+
     def keyword(self, query: str, where: SearchFilters | None = None) -> MemoryKeywordMatches:
-        words = set(split_terms(query))
+        words = set(query_terms(query, self._languages) if self._languages is not None else split_terms(query))
         n = len(self._terms) or 1
         avg = sum(sum(t.values()) for t in self._terms.values()) / n
         scores: dict[int, float] = {}

@@ -69,6 +69,8 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[HttpServer
         tokens.append(NamedToken(name, digest(secrets[name]), ("*",), now - timedelta(days=1), expires))
         if name in PATTERNS:
             tokens[-1] = NamedToken(name, digest(secrets[name]), tuple(PATTERNS[name]), now)
+    secrets["prom"] = new_secret()  # a scraper's (token add prom --metrics): /metrics, no dataset
+    tokens.append(NamedToken("prom", digest(secrets["prom"]), (), now, metrics=True))
     tokens_file = root / "tokens.json"
     write_tokens(tokens_file, tokens)
     srv = HttpServer(write_http_launcher(root), datasets, "--tokens-file", str(tokens_file))
@@ -130,6 +132,16 @@ class Rpc:
         raw = self.call("tools/call", {"name": name, "arguments": arguments})
         result = json.loads(raw)["result"]
         return bool(result.get("isError")), result.get("structuredContent") or result["content"][0]["text"], raw
+
+
+def get(server: HttpServer, path: str, secret: str | None) -> tuple[int, dict[str, str], bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    try:
+        conn.request("GET", path, headers={"Authorization": f"Bearer {secret}"} if secret else {})
+        response = conn.getresponse()
+        return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
+    finally:
+        conn.close()
 
 
 def healthz(server: HttpServer, secret: str | None) -> dict[str, Any]:
@@ -228,7 +240,12 @@ def test_expired_and_revoked_tokens_are_refused(setup: tuple[HttpServer, dict[st
     server, secrets, tokens_file = setup
     rpc = Rpc(server, secrets[caller])
     assert rpc.status == 401
+    # The operator's log says which token and why, from where, for what: never the secret (28.6).
+    said = server.wait_event("http.refused", reason=caller, caller=caller)
+    assert (said["status"], said["client"], said["path"]) == (401, "127.0.0.1", "/mcp")
     assert Rpc(server, secrets[caller] + "x").status == 401
+    assert server.wait_event("http.refused", reason="unknown_token", caller=None)["client"] == "127.0.0.1"
+    assert secrets[caller] not in server.stderr()
     for method, params in [
         ("tools/call", {"name": "knowledge_list_datasets", "arguments": {}}),
         ("tools/call", {"name": "knowledge_search", "arguments": {"query": "quokka"}}),
@@ -239,6 +256,29 @@ def test_expired_and_revoked_tokens_are_refused(setup: tuple[HttpServer, dict[st
     assert healthz(server, secrets[caller]) == {"status": "ok"}  # no details without a good token
     kept = {t.name: t for t in read_tokens(tokens_file)}
     assert kept["expired"].expired() if caller == "expired" else caller not in kept  # revoked while it ran
+
+
+# Who reads /metrics (series name every caller and dataset): the operator's single token and a
+# named token made with --metrics; any other good token 403 (insufficient_scope, the scope to ask
+# for named), no token or a refused one 401.
+METRICS = {"single": 200, "prom": 200, "everything": 403, "eng": 403, "sales": 403, "expired": 401, "none": 401}
+
+
+@pytest.mark.parametrize("caller", sorted(METRICS))
+def test_metrics_only_to_a_metrics_scoped_credential(
+    setup: tuple[HttpServer, dict[str, str], Path], caller: str
+) -> None:
+    server, secrets, _ = setup
+    status, headers, body = get(server, "/metrics", secrets.get(caller))
+    assert status == METRICS[caller], body
+    if status == 200:
+        assert b"mcpower_tool_calls_total" in body
+    if status == 403:
+        assert 'scope="mcpower:metrics"' in headers["www-authenticate"] and b"mcpower_" not in body
+    if caller == "prom":  # the scraper's token reads no dataset
+        assert Rpc(server, secrets["prom"]).status == 403
+        assert healthz(server, secrets["prom"]) == {"status": "ok"}
+        assert get(server, "/?format=json", secrets["prom"])[0] == 403
 
 
 def test_only_hashes_are_on_disk(setup: tuple[HttpServer, dict[str, str], Path]) -> None:

@@ -281,7 +281,7 @@ def test_ctrl_c_anywhere_in_write_metadata_stays_a_keyboard_interrupt(tmp_path: 
     chunks = [ChunkRow(chunk_id(f"doc{d}.md", t, o), d, o, "Intro > Setup", 1, 2, t) for d, o, t in texts]
 
     points = interrupt_everywhere(
-        lambda n: write_metadata(tmp_path / f"meta-{n}.sqlite", docs, chunks), check=lambda n: None
+        lambda n: write_metadata(tmp_path / f"meta-{n}.sqlite", docs, chunks, analysed=True), check=lambda n: None
     )
 
     assert points > 50  # the trace did reach write_metadata's code

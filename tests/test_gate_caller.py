@@ -3,6 +3,7 @@ AuthenticationMiddleware puts them, so middleware after it (rate limits, metrics
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import httpx2
@@ -53,7 +54,7 @@ async def test_the_authenticated_user_is_in_the_scope() -> None:
     assert response.text == "token"  # the single token's caller name
     user = seen.scopes[0]["user"]
     assert isinstance(user, AuthenticatedUser) and user.access_token.client_id == "token"
-    assert seen.scopes[0]["auth"].scopes == ["mcpower:read"]
+    assert seen.scopes[0]["auth"].scopes == ["mcpower:read", "mcpower:metrics"]  # the operator's
 
 
 async def test_open_paths_carry_the_user_when_a_good_token_is_sent_and_no_user_otherwise() -> None:
@@ -69,3 +70,38 @@ async def test_without_a_token_configured_the_caller_is_local() -> None:
     seen = Seen()
     async with client(gate(seen, None)) as h:
         assert (await h.post("/mcp", content=b"{}")).text == LOCAL.name
+
+
+@pytest.mark.parametrize(
+    ("authorization", "reason"),
+    [
+        (None, "no_token"),
+        ("Basic dXNlcjpwYXNz", "wrong_scheme"),
+        ("Bearer ", "empty_token"),
+        ("Bearer not-the-token-0123456789", "unknown_token"),
+        ("Bearer " + "x" * 20_000, "too_large"),
+    ],
+)
+async def test_each_refusal_is_logged_with_its_reason_address_and_path(
+    authorization: str | None, reason: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="mcpower")
+    headers = {"Authorization": authorization} if authorization else {}
+    async with client(gate(Seen(), TOKEN)) as h:
+        assert (await h.post("/mcp?x=1", content=b"{}", headers=headers)).status_code == 401
+    (line,) = [r for r in caplog.records if getattr(r, "event", "") == "http.refused"]
+    assert (line.status, line.reason, line.client, line.path, line.caller) == (401, reason, "127.0.0.1", "/mcp", None)
+    if authorization:
+        assert authorization.split(" ", 1)[1][:12] not in caplog.text or reason == "empty_token"
+
+
+async def test_a_wrong_host_is_told_what_came_and_how_to_allow_it(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="mcpower")
+    async with client(gate(Seen(), TOKEN), TOKEN) as h:
+        named = await h.get("/mcp", headers={"Host": "kb.lan:8765"})
+        odd = await h.get("/mcp", headers={"Host": "<script>:1"})
+    assert named.status_code == 421 and "'kb.lan:8765'" in named.text and "--allow-host kb.lan" in named.text
+    assert "MCPOWER_ALLOW_HOSTS" in named.text and named.headers["x-content-type-options"] == "nosniff"
+    assert odd.status_code == 421 and "<" not in odd.text and "not a host name" in odd.text
+    hosts = [r.host for r in caplog.records if getattr(r, "event", "") == "http.refused"]
+    assert hosts == ["kb.lan:8765", "?script?:1"]

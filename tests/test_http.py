@@ -470,6 +470,9 @@ def test_bad_origin_and_taken_port_are_refused(tmp_path: Path) -> None:
         result = invoke("--http", "--port", port, "--datasets-dir", str(tmp_path))
     assert result.exit_code == 1
     assert f"cannot listen on 127.0.0.1 port {port}" in result.stderr
+    proxies = {"MCPOWER_HTTP_TRUSTED_PROXIES": "10.0.0.0/8, proxy.lan"}
+    result = invoke("--http", "--datasets-dir", str(tmp_path), env=proxies)
+    assert result.exit_code == 1 and "'proxy.lan' is not an address or a network" in result.stderr
 
 
 @pytest.mark.parametrize("client", ["claude-code", "vscode", "cursor"])

@@ -183,3 +183,61 @@ def test_connections_past_the_cap_are_closed_unread(serve: Any) -> None:
     finally:
         for sock in held:
             sock.close()
+
+
+def connect_from(server: ThreadedServer, address: str) -> socket.socket:
+    """A connection to the server from another loopback address (Linux answers all of 127/8)."""
+    return socket.create_connection(("127.0.0.1", server.port), timeout=WAIT_S, source_address=(address, 0))
+
+
+def status_of(server: ThreadedServer, path: str, token: str | None, source: str = "127.0.0.1", **headers: str) -> int:
+    """The status of one request on a connection of its own."""
+    with connect_from(server, source) as sock:
+        extra = "".join(f"{k.replace('_', '-')}: {v}\r\n" for k, v in headers.items()).encode()
+        sock.sendall(server.head("GET", path, token=token)[:-2] + extra + b"\r\n")
+        return int(response_head(sock).split(b" ")[1])
+
+
+def test_one_address_cannot_take_every_connection(serve: Any) -> None:
+    """An address holding idle connections gets its share (loopback too), and another address is
+    still served (issue 26 item 3: 300 idle connections from one address failed /healthz 102 times in 103)."""
+    server = serve(max_connections=6, max_connections_per_address=3, header_timeout=WAIT_S)
+    held = [server.connect() for _ in range(6)]  # as many as the whole cap, from 127.0.0.1
+    try:
+        for sock in held:
+            sock.sendall(server.head("GET", "/healthz")[:-2])  # headers not finished: held open
+        with connect_from(server, "127.0.0.2") as other:  # accepted after the 6 (the kernel's queue is in order)
+            other.sendall(server.head("GET", "/healthz", token=None))
+            assert response_head(other).startswith(b"HTTP/1.1 200 ")
+        assert [until_closed(sock) for sock in held[3:]] == [b""] * 3  # past its share: closed unread
+        held[0].sendall(b"\r\n")  # those within it are served
+        assert response_head(held[0]).startswith(b"HTTP/1.1 200 ")
+    finally:
+        for sock in held:
+            sock.close()
+
+
+def test_a_trusted_proxy_has_no_share_and_names_the_client(serve: Any) -> None:
+    proxied = serve(max_connections=8, max_connections_per_address=2, trusted_proxies=["127.0.0.0/30"])
+    held = [proxied.connect() for _ in range(4)]  # every client comes through the proxy: all kept
+    try:
+        for sock in held:
+            sock.sendall(proxied.head("GET", "/healthz", token=None))
+            assert response_head(sock).startswith(b"HTTP/1.1 200 ")
+    finally:
+        for sock in held:
+            sock.close()
+    # The client the proxy names is the one failed attempts count: guesses from ten clients each
+    # leave the others alone; one client's eleventh is refused.
+    for i in range(10):
+        assert status_of(proxied, "/mcp", f"guess-{i}-0123456789", x_forwarded_for=f"198.51.100.{i}") == 401
+    assert status_of(proxied, "/mcp", "guess-x-0123456789", x_forwarded_for="198.51.100.99") == 401
+    for _ in range(9):
+        status_of(proxied, "/mcp", "guess-y-0123456789", x_forwarded_for="198.51.100.1")
+    assert status_of(proxied, "/mcp", "guess-z-0123456789", x_forwarded_for="198.51.100.1") == 429
+    # Without trusted proxies, X-Forwarded-For is not believed: a client cannot pick its address.
+    direct = serve()
+    for i in range(10):
+        assert status_of(direct, "/mcp", f"guess-{i}-0123456789", x_forwarded_for=f"198.51.100.{i}") == 401
+    assert status_of(direct, "/mcp", "guess-x-0123456789", x_forwarded_for="198.51.100.99") == 429
+    assert status_of(direct, "/healthz", None, source="127.0.0.2") == 200

@@ -165,7 +165,7 @@ def test_client_disconnecting_mid_call(server: HttpServer) -> None:
 
     anyio.run(meanwhile)
     server.release("departedclient")
-    done = server.wait_event("tool.invocation", query_length=len("blockme-departedclient"))
+    done = server.wait_event("audit", query_chars=len("blockme-departedclient"))
     assert done["status"] == "ok"  # the search finished in its thread; nobody was there to answer
     assert_healthy(server)
 

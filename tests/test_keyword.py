@@ -76,7 +76,7 @@ def _corpus(seed: int) -> tuple[list[DocumentRow], list[ChunkRow]]:
 @pytest.fixture(scope="module")
 def corpus_db(tmp_path_factory: pytest.TempPathFactory) -> Iterator[sqlite3.Connection]:
     path = tmp_path_factory.mktemp("keyword") / "meta.sqlite"
-    write_metadata(path, *_corpus(seed=7))
+    write_metadata(path, *_corpus(seed=7), analysed=False)  # FTS5 Porter: datasets before analysis
     with closing(sqlite3.connect(path, check_same_thread=False)) as db:
         yield db
 
@@ -197,7 +197,7 @@ def test_scores_of_answers_only_matched_ids() -> None:
 
 
 def test_an_empty_dataset_has_postings_and_no_matches(tmp_path: Path) -> None:
-    write_metadata(tmp_path / "meta.sqlite", [], [])
+    write_metadata(tmp_path / "meta.sqlite", [], [], analysed=True)
 
     with closing(sqlite3.connect(tmp_path / "meta.sqlite", check_same_thread=False)) as db:
         assert has_postings(db)
@@ -206,7 +206,7 @@ def test_an_empty_dataset_has_postings_and_no_matches(tmp_path: Path) -> None:
 
 def test_postings_pointing_past_the_chunk_table_are_a_clear_error(tmp_path: Path) -> None:
     path = tmp_path / "meta.sqlite"
-    write_metadata(path, *_corpus(seed=3))
+    write_metadata(path, *_corpus(seed=3), analysed=False)
     with closing(sqlite3.connect(path, check_same_thread=False)) as db:
         db.execute(f"UPDATE {POSTINGS} SET chunk_rows = ? WHERE term = 'widget'", (np.int32(10**6).tobytes(),))
         db.execute(f"UPDATE {POSTINGS} SET impacts = ? WHERE term = 'widget'", (np.float32(1).tobytes(),))

@@ -20,7 +20,7 @@ from mcpower.ingestion import IngestOptions, ingest
 
 HEAVY = ("torch", "sentence_transformers", "faiss", "onnxruntime", "transformers", "watchfiles")
 # Document parsers: only ingest imports them, and only for files of their format.
-PARSERS = ("lxml", "pypdf", "docutils", "defusedxml", "cryptography", "markdown_it")
+PARSERS = ("lxml", "pypdf", "docutils", "defusedxml", "cryptography", "markdown_it", "protego")
 
 # Runs `mcpower ARGS...` (or just imports a module) in this interpreter, then prints which heavy
 # modules ended up in sys.modules, as the last line of stdout.
@@ -167,6 +167,7 @@ SERVER_HEAVY = (
     "watchfiles",
     "jinja2",
     "prometheus_client",
+    "protego",
     *HEAVY,
 )
 # Runs `mcpower ARGS...`; as the server ends (with os._exit), writes what it had imported to stderr.
@@ -297,3 +298,46 @@ def test_the_one_command_app_answers_as_the_whole_app(args: list[str]) -> None:
     lean = runner.invoke(app_for(args), args, prog_name="mcpower")
 
     assert (lean.exit_code, lean.output) == (whole.exit_code, whole.output)
+
+
+OTHER_COMMANDS = (
+    "mcpower.cli.ingest",
+    "mcpower.cli.importing",
+    "mcpower.cli.datasets",
+    "mcpower.cli.search",
+    "mcpower.cli.serve",
+    "mcpower.cli.tokens",
+    "mcpower.cli.progress",
+    "mcpower.sites",
+    "mcpower.store.original",
+)
+IMPORTED_FROM = """
+import json, sys
+sys.argv = ["mcpower", *sys.argv[2:]]
+from mcpower.cli import main
+try:
+    main()
+except SystemExit:
+    pass
+watched = json.loads(__import__("os").environ["WATCHED"])
+print("\\nLOADED " + json.dumps(sorted(m for m in watched if m in sys.modules)))
+"""
+
+
+@pytest.mark.parametrize(
+    ("args", "own"),
+    [
+        (["serve", "--help"], {"mcpower.cli.serve"}),
+        (["search", "--help"], {"mcpower.cli.search", "mcpower.cli.progress"}),  # its `plural`
+        (["token", "--help"], {"mcpower.cli.tokens"}),
+    ],
+)
+def test_a_command_imports_no_other_commands_module(
+    args: list[str], own: set[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # serve --stdio and a cold search start faster without the other commands' modules (and the
+    # original format's reader, needed only for such a dataset).
+    monkeypatch.setenv("WATCHED", json.dumps(OTHER_COMMANDS))
+    loaded = tagged_json(fresh_python(IMPORTED_FROM, "-", *args), "LOADED")
+
+    assert set(loaded) == own

@@ -69,7 +69,7 @@ def on_disk(folder: Path) -> int:
 
 
 def fields(data: bytes) -> dict[str, int]:
-    """Offsets of the length fields of an index file mcpower wrote (IxM2 around IxFI or IHNf)."""
+    """Offsets of the length fields of an index file mcpower wrote (IxM2 around IxFI or IHNf, IxMp around IHNs)."""
     out = {"ntotal": 8, "inner-ntotal": 45}
     pos = 74  # two headers of 37 bytes (fourcc and header)
 
@@ -78,11 +78,16 @@ def fields(data: bytes) -> dict[str, int]:
         out[name] = pos
         pos += 8 + item * struct.unpack_from("<Q", data, pos)[0]
 
-    if data[37:41] == b"IHNf":
+    if data[37:41] in (b"IHNf", b"IHNs"):
         for name, item in [("probas", 8), ("per-level", 4), ("levels", 4), ("offsets", 8), ("neighbours", 4)]:
             skip(name, item)
         pos += 20 + 37  # entry point ... unused, then the storage's fourcc and header
-    skip("codes", 4)
+    if data[37:41] == b"IHNs":
+        pos += 28  # the quantiser's type, range statistic and its argument, dimension, code size
+        skip("ranges", 4)
+        skip("codes", 1)
+    else:
+        skip("codes", 4)
     skip("ids", 8)
     assert pos == len(data)
     return out
@@ -101,12 +106,15 @@ def forge(folder: Path, field: str, value: int) -> None:
 
 @pytest.fixture(scope="module")
 def local_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """``flat`` and ``hnsw``, two small datasets of mcpower's format (fake embedder)."""
+    """``flat``, ``hnsw`` and ``hnsw_sq``, small datasets of mcpower's format (fake embedder); ``hnsw``
+    as versions were built before ``hnsw_sq``."""
     base = tmp_path_factory.mktemp("local")
     src = write_files(base / "src", {f"doc{i}.md": f"# Doc {i}\n\nsourdough starter {i} flour\n" for i in range(6)})
     ingest(src, base / "datasets", IngestOptions(dataset_id="flat"), embedder=FakeEmbedder())
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(build_module, "HNSW_THRESHOLD", 0)  # as a big dataset gets
+        ingest(src, base / "datasets", IngestOptions(dataset_id="hnsw-sq"), embedder=FakeEmbedder())
+        mp.setattr(build_module, "index_kind", lambda n, exact=False: "hnsw")
         ingest(src, base / "datasets", IngestOptions(dataset_id="hnsw"), embedder=FakeEmbedder())
     return base / "datasets"
 
@@ -123,9 +131,13 @@ def forged_copy(root: Path, kind: str, field: str, value: int) -> str:
 
 FLAT_FIELDS = ["ntotal", "inner-ntotal", "codes", "ids"]
 HNSW_FIELDS = [*FLAT_FIELDS, "probas", "per-level", "levels", "offsets", "neighbours"]
+SQ_FIELDS = [*HNSW_FIELDS, "ranges"]
 
 
-@pytest.mark.parametrize(("kind", "field"), [("flat", f) for f in FLAT_FIELDS] + [("hnsw", f) for f in HNSW_FIELDS])
+@pytest.mark.parametrize(
+    ("kind", "field"),
+    [("flat", f) for f in FLAT_FIELDS] + [("hnsw", f) for f in HNSW_FIELDS] + [("hnsw-sq", f) for f in SQ_FIELDS],
+)
 @pytest.mark.parametrize("value", [FORGED, 2**63 - 1])
 def test_a_forged_length_field_is_refused_before_faiss_reads_the_file(
     local_root: Path, tmp_path: Path, kind: str, field: str, value: int
@@ -147,8 +159,8 @@ def test_a_forged_length_field_is_refused_before_faiss_reads_the_file(
 
 
 def test_the_files_mcpower_writes_pass_the_check(local_root: Path) -> None:
-    for kind in ("flat", "hnsw"):
-        index = next((local_root / kind).glob("v-*/index.faiss"))
+    for name, kind in (("flat", "flat"), ("hnsw", "hnsw"), ("hnsw-sq", "hnsw_sq")):
+        index = next((local_root / name).glob("v-*/index.faiss"))
         with open(index, "rb") as f:
             layout = check_index_file(f.fileno())
         assert (layout.kind, layout.dimension, layout.count) == (kind, FakeEmbedder.dimension, 6)
@@ -156,9 +168,7 @@ def test_the_files_mcpower_writes_pass_the_check(local_root: Path) -> None:
 
 def test_an_empty_index_passes_the_check(tmp_path: Path) -> None:
     for kind in ("flat", "hnsw"):
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(build_module, "HNSW_THRESHOLD", -1 if kind == "hnsw" else 10)
-            build_module.write_vectors(tmp_path / kind, np.zeros(0, np.int64), np.zeros((0, 8), np.float32))
+        build_module.write_vectors(tmp_path / kind, np.zeros(0, np.int64), np.zeros((0, 8), np.float32), kind=kind)
         with open(tmp_path / kind, "rb") as f:
             assert check_index_file(f.fileno()).kind == kind
 

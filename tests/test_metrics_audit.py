@@ -15,6 +15,7 @@ import httpx2
 import pytest
 from asgi_fixtures import MCP_HEADERS, app_serving, asgi_client
 from conftest import FakeEmbedder, join_warm_up
+from mcp.server.auth.provider import AccessToken
 from prometheus_client import CollectorRegistry, Counter, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from server_fixtures import StdioServer, add_broken_dataset, write_launcher
@@ -271,3 +272,65 @@ def test_audit_lines_under_stdio_name_the_local_caller_and_go_to_the_file(datase
 def test_an_unwritable_audit_file_is_an_oserror(tmp_path: Path) -> None:
     with pytest.raises(OSError):
         log_to_file(tmp_path / "no" / "such" / "folder" / "audit.jsonl")
+
+
+class Cook:
+    """A verifier of one caller, ``cook``, who reads ``recipes`` only."""
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        return (
+            AccessToken(token="t", client_id="cook", scopes=["mcpower:read:recipes"]) if token == "cook" * 5 else None
+        )
+
+
+async def test_the_audit_line_tells_a_dataset_outside_the_callers_scope_from_an_unknown_id(
+    registry: Registry, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The client gets the same DATASET_NOT_FOUND either way (no existence leak); the operator's line
+    says which it was (28.6), and holds the options the client gave: one line per call."""
+    caplog.set_level(logging.INFO, logger="mcpower")
+    async with serving(registry) as app, as_caller(app, "alice") as h:  # a result id of handbook, to ask for
+        found = await h.post(
+            "/mcp",
+            json=tool_call("", 1)
+            | {"params": {"name": "knowledge_search", "arguments": {"query": QUERY, "dataset": "handbook"}}},
+            headers=await session(h),
+        )
+        rid = found.json()["result"]["structuredContent"]["results"][0]["result_id"]
+    caplog.clear()
+    async with serving(registry, verifier=Cook()) as app, asgi_client(app, "cook" * 5, **MCP_HEADERS) as h:
+        headers = await session(h)
+        calls = [
+            ("knowledge_search", {"query": QUERY, "dataset": "handbook", "top_k": 2, "mode": "keyword"}),
+            ("knowledge_search", {"query": QUERY, "dataset": "nowhere", "top_k": 2, "mode": "keyword"}),
+            ("knowledge_get_source", {"result_id": rid, "scope": "chunk"}),
+            ("knowledge_get_source", {"result_id": rid.replace("handbook", "nowhere"), "scope": "chunk"}),
+            ("knowledge_search", {"query": QUERY, "dataset": "recipes", "group": "none", "mode": "fast"}),
+        ]
+        answers = []
+        for i, (name, arguments) in enumerate(calls, 2):
+            call = {"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {"name": name, "arguments": arguments}}
+            answers.append((await h.post("/mcp", json=call, headers=headers)).json()["result"]["structuredContent"])
+    codes = [a.get("error", {}).get("code") for a in answers]
+    assert codes == [
+        "DATASET_NOT_FOUND",
+        "DATASET_NOT_FOUND",
+        "RESULT_NOT_FOUND",
+        "RESULT_NOT_FOUND",
+        "INVALID_QUERY",
+    ]
+    assert answers[0]["error"]["message"].replace("handbook", "ID") == answers[1]["error"]["message"].replace(
+        "nowhere", "ID"
+    )  # the client cannot tell them apart
+    lines = [vars(r) for r in caplog.records if getattr(r, "event", None) == "audit"]
+    assert [(line["dataset"], line["status"], line["denied"]) for line in lines] == [
+        ("handbook", "DATASET_NOT_FOUND", True),
+        ("nowhere", "DATASET_NOT_FOUND", False),
+        ("handbook", "RESULT_NOT_FOUND", True),
+        ("nowhere", "RESULT_NOT_FOUND", False),
+        ("recipes", "INVALID_QUERY", False),
+    ]
+    assert all(line["caller"] == "cook" for line in lines)
+    assert (lines[0]["top_k"], lines[0]["mode"], lines[2]["scope"]) == (2, "keyword", "chunk")
+    assert lines[4]["group"] == "none" and "mode" not in lines[4]  # a word outside the tool's is not logged
+    assert not [r for r in caplog.records if getattr(r, "event", None) == "tool.invocation"]

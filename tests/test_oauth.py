@@ -91,8 +91,13 @@ def challenge(response: httpx2.Response) -> dict[str, str]:
     return dict(re.findall(r'(\w+)="([^"]*)"', value))
 
 
+def refusals(caplog: pytest.LogCaptureFixture) -> list[Any]:
+    """The gate's refusal lines (``http.refused``)."""
+    return [r for r in caplog.records if getattr(r, "event", "") == "http.refused"]
+
+
 def refusal_reasons(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [getattr(r, "reason", "") for r in caplog.records if getattr(r, "event", "") == "oauth.refused"]
+    return [getattr(r, "reason", "") for r in refusals(caplog)]
 
 
 # ---------------------------------------------------------------- accepted tokens
@@ -108,7 +113,7 @@ async def test_a_valid_token_searches_as_its_caller(registry: Registry, issuer: 
         Client(streamable_http_client(f"{BASE}/mcp", http_client=h), mode="legacy") as c,
     ):
         who = await c.call_tool("whoami", {})
-        assert who.structured_content == {"name": "alice", "patterns": ["hand*"]}
+        assert who.structured_content == {"name": "oauth:alice", "patterns": ["hand*"]}
         found = await c.call_tool("knowledge_search", {"query": "harpsichord feature", "top_k": 3})
         assert found.structured_content["status"] == "ok"
         assert found.structured_content["results"][0]["path"] == "notes.txt"
@@ -119,8 +124,9 @@ async def test_a_valid_token_searches_as_its_caller(registry: Registry, issuer: 
 
 
 async def test_the_caller_mapping(issuer: Issuer) -> None:
-    """Name: sub, else client_id, else azp; datasets: the mcpower scopes of scope and scp, and the
-    datasets claim when one is named."""
+    """Name: oauth: and sub, else client_id, else azp (never a named token's name: those hold no
+    ':'); datasets: the mcpower scopes of scope and scp, and the datasets claim when one is named;
+    /metrics with mcpower:metrics."""
     verifier = JwtVerifier(oauth_options(issuer, datasets_claim="kb_datasets"), AUDIENCE)
 
     async def caller(**claims: Any) -> Caller:
@@ -128,12 +134,17 @@ async def test_the_caller_mapping(issuer: Issuer) -> None:
         assert found is not None and found.token == "jwt"  # the secret is not kept
         return caller_of(found)
 
-    assert await caller() == Caller("alice", None)
-    assert await caller(sub=None) == Caller("agent-app", None)
-    assert await caller(sub=None, client_id=None, azp="web-app") == Caller("web-app", None)
-    assert await caller(scope=None, scp=["mcpower:read:eng-*", "x"]) == Caller("alice", ("eng-*",))
-    assert await caller(scope="mcpower:read:a", kb_datasets=["hr", "ops-*"]) == Caller("alice", ("a", "hr", "ops-*"))
-    assert await caller(scope="mcpower:readx mcpower:read:", scp="email") == Caller("alice", ())
+    assert await caller() == Caller("oauth:alice", None)
+    assert await caller(sub="token") == Caller("oauth:token", None)  # not the operator's single token
+    assert await caller(sub=None) == Caller("oauth:agent-app", None)
+    assert await caller(sub=None, client_id=None, azp="web-app") == Caller("oauth:web-app", None)
+    assert await caller(scope=None, scp=["mcpower:read:eng-*", "x"]) == Caller("oauth:alice", ("eng-*",))
+    assert await caller(scope="mcpower:read:a", kb_datasets=["hr", "ops-*"]) == Caller(
+        "oauth:alice", ("a", "hr", "ops-*")
+    )
+    assert await caller(scope="mcpower:readx mcpower:read:", scp="email") == Caller("oauth:alice", ())
+    assert await caller(scope="mcpower:metrics") == Caller("oauth:alice", (), metrics=True)
+    assert await caller(scope="mcpower:read:a mcpower:metrics") == Caller("oauth:alice", ("a",), metrics=True)
 
 
 async def test_the_clock_leeway_is_small(registry: Registry, issuer: Issuer) -> None:
@@ -197,6 +208,12 @@ def _attack(issuer: Issuer, case: str) -> str | None:
         return issuer.mint(rsa, pad="x" * 9000)
     if case == "no subject":
         return issuer.mint(rsa, sub=None, client_id=None)
+    if case == "exp as a numeric string":  # PyJWT reads "1900000000" as the number
+        return issuer.mint(rsa, exp=str(now + 300))
+    if case == "nbf as a numeric string":
+        return issuer.mint(rsa, nbf=str(now - 60))
+    if case == "iat as a numeric string":
+        return issuer.mint(rsa, iat=str(now - 60))
     raise AssertionError(case)
 
 
@@ -208,9 +225,9 @@ def tampered_header(token: str, **changes: Any) -> str:
     return f"{encoded}.{payload}.{signature}"
 
 
-# case -> the reason logged (None: no token, nothing to verify)
+# case -> the reason logged
 ATTACKS = {
-    "no token": None,
+    "no token": "no_token",
     "expired": "expired",
     "not yet valid": "not_yet_valid",
     "no expiry": "missing_claim",
@@ -228,7 +245,12 @@ ATTACKS = {
     "garbage": "malformed",
     "oversized": "too_large",
     "no subject": "no_subject",
+    "exp as a numeric string": "claim_type",
+    "nbf as a numeric string": "claim_type",
+    "iat as a numeric string": "claim_type",
 }
+# The reasons given after the signature held: the token is the issuer's, and its caller is named.
+RECOGNIZED = {"expired", "not_yet_valid", "audience", "issuer", "missing_claim", "claim_type"}
 
 
 @pytest.mark.parametrize("case", list(ATTACKS))
@@ -244,8 +266,14 @@ async def test_attack_table(registry: Registry, issuer: Issuer, case: str, caplo
         "resource_metadata": METADATA_URL,
     }
     assert response.json()["error"] == "invalid_token"
-    reason = ATTACKS[case]
-    assert refusal_reasons(caplog)[:1] == ([reason] if reason else [])
+    (line,) = refusals(caplog)
+    assert line.reason == ATTACKS[case] and line.status == 401 and line.path == "/mcp"
+    assert line.client == "127.0.0.1"  # the ASGI client's address
+    assert line.caller == ("oauth:alice" if ATTACKS[case] in RECOGNIZED else None)
+    if token is not None:  # the credential is in no log line, whole or in part
+        logged = " ".join(f"{r.getMessage()} {vars(r)}" for r in caplog.records)
+        middle = len(token) // 2
+        assert token not in logged and token[middle : middle + 16] not in logged
 
 
 async def test_a_good_token_without_mcpower_scope_gets_403_insufficient_scope(
@@ -262,6 +290,17 @@ async def test_a_good_token_without_mcpower_scope_gets_403_insufficient_scope(
         }
         async with http(app, issuer.mint(scope="openid")) as h:  # open paths answer as to no token
             assert (await h.get("/healthz")).json() == {"status": "ok"}
+
+
+async def test_the_metrics_scope_reads_metrics_and_a_read_scope_does_not(registry: Registry, issuer: Issuer) -> None:
+    async with serving(registry, oauth_options(issuer)) as app:
+        async with http(app, issuer.mint(scope="mcpower:metrics")) as h:  # a scraper's client: metrics only
+            assert (await h.get("/metrics")).status_code == 200
+            assert (await h.post("/mcp", json=INITIALIZE, headers=MCP_HEADERS)).status_code == 403
+        async with http(app, issuer.mint(scope="mcpower:read")) as h:  # every dataset, but not the metrics
+            refused = await h.get("/metrics")
+            assert refused.status_code == 403 and challenge(refused)["scope"] == "mcpower:metrics"
+            assert (await h.post("/mcp", json=INITIALIZE, headers=MCP_HEADERS)).status_code == 200
 
 
 # ---------------------------------------------------------------- keys: rotation, limits, failures

@@ -67,7 +67,7 @@ async def test_python_sdk_client_with_a_minted_token(server: HttpServer, issuer:
         assert [d["id"] for d in listed.structured_content["datasets"]] == ["recipes"]
     status, _, _ = get(server, "/healthz", issuer.mint(aud="http://127.0.0.1:1/mcp"))
     assert status == 200
-    assert server.wait_event("oauth.refused", reason="audience")
+    assert server.wait_event("http.credential_ignored", reason="audience", caller="oauth:alice", path="/healthz")
 
 
 def test_metadata_and_challenge_name_the_real_port(server: HttpServer, issuer: Issuer) -> None:

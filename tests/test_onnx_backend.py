@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from mcpower import embedding
 from mcpower.checksums import FileHashes
 from mcpower.config import default_cache_dir
 from mcpower.embedding import ModelSpec, resolve_model
@@ -273,3 +274,62 @@ def test_the_first_export_says_what_is_happening(
     # information, not a warning; the CLI shows it anyway (a notice: tests/test_cli_feedback.py)
     assert said[0].levelno == logging.INFO and said[0].notice is True  # type: ignore[attr-defined]
     assert "once" in said[0].getMessage() and "later runs reuse it" in said[0].getMessage()
+
+
+# --- the query backend: int8 for the packaged model (issue 30) ------------------------------------
+
+
+def test_queries_are_embedded_by_the_query_backend_with_fallbacks(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    asked: list[tuple[str, str]] = []
+
+    def load(model: str, backend: str = "onnx", cache_dir: Path | None = None) -> object:
+        asked.append((model, backend))
+        if backend in fail:
+            raise EmbeddingModelError(f"no {backend} here")
+        return object()
+
+    monkeypatch.setattr(embedding, "load_embedder", load)
+    fail: set[str] = set()
+    embedding.load_query_embedder("all-MiniLM-L6-v2", tmp_path)
+    embedding.load_query_embedder("/models/mine", tmp_path, allowed=["/models/mine"])
+    assert asked == [
+        ("all-MiniLM-L6-v2", embedding.QUERY_BACKEND),
+        ("/models/mine", embedding.QUERY_BACKEND_OTHER_MODELS),
+    ]
+
+    asked.clear()
+    fail = {"onnx-int8", "onnx"}  # no export can be made (no onnx package): same weights, slower
+    embedding.load_query_embedder("all-MiniLM-L6-v2", tmp_path)
+    assert [b for _, b in asked][-1] == "torch"
+
+
+@pytest.mark.slow
+def test_int8_query_vectors_search_fp32_documents_correctly(tmp_path: Path) -> None:
+    """A dataset embedded in fp32, searched with the int8 model's query vectors and with fp32's
+    (what search does): the same documents, in the same order, with cosines within 0.02."""
+    from mcpower.ingestion import IngestOptions, ingest
+    from mcpower.registry import Registry
+    from mcpower.search import search
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i, text in enumerate(SENTENCES):
+        (docs / f"s{i}.md").write_text(f"# Note {i}\n\n{text}\n")
+    cache = tmp_path / "cache"
+    fp32 = embedding.load_embedder(backend="onnx", cache_dir=cache)
+    ingest(docs, tmp_path / "datasets", IngestOptions(dataset_id="notes"), embedder=fp32)
+    int8 = embedding.load_embedder(backend="onnx-int8", cache_dir=cache)
+    with_int8 = Registry(tmp_path / "datasets", cache_dir=cache, embedder_factory=lambda model: int8)
+    with_fp32 = Registry(tmp_path / "datasets", cache_dir=cache)
+    try:
+        assert with_int8.embedder_for(with_int8.store("notes").info).backend == "onnx-int8"
+        for query in ["does aspirin prevent heart attacks?", "how do I install the package", SENTENCES[1][:40]]:
+            a = search(with_int8, query, "notes", 5, "semantic")
+            b = search(with_fp32, query, "notes", 5, "semantic")
+            assert [r.path for r in a.results] == [r.path for r in b.results]
+            assert [r.score for r in a.results] == pytest.approx([r.score for r in b.results], abs=0.02)
+    finally:
+        with_int8.close()
+        with_fp32.close()

@@ -44,11 +44,11 @@ class Clock:
 
 
 class NamedTokens:
-    """A TokenVerifier for the four test callers, each reading every dataset."""
+    """A TokenVerifier for the four test callers, each reading every dataset and /metrics."""
 
     async def verify_token(self, token: str) -> AccessToken | None:
         name = CALLERS.get(token)
-        return AccessToken(token=token, client_id=name, scopes=["mcpower:read"]) if name else None
+        return AccessToken(token=token, client_id=name, scopes=["mcpower:read", "mcpower:metrics"]) if name else None
 
 
 # ---------------------------------------------------------------- the bucket and the cap

@@ -23,7 +23,7 @@ from mcpower.results import MAX_SNIPPET_CHARS, SearchFilters, SearchResponse
 from mcpower.search import resolve, search
 from mcpower.store.local import build as build_module
 from mcpower.store.local import catalog as catalog_module
-from mcpower.store.local import store as store_module
+from mcpower.store.local import vectors as vectors_module
 from mcpower.store.local.fts import FTS_TOKENIZER, segment
 from mcpower.terms import query_terms
 
@@ -190,8 +190,10 @@ def test_folder_filter_applies_before_top_k(haystack: Registry, mode: str) -> No
     assert_well_formed(filtered)
 
 
-@pytest.mark.parametrize("exact_filter_max", [0, 8192])
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(
+    ("mode", "exact_filter_max", "kind"),
+    [(m, x, "hnsw_sq") for m in MODES for x in (0, 8192)] + [("hybrid", x, "hnsw") for x in (0, 8192)],
+)
 def test_hnsw_index_searches_and_filters(
     tmp_path: Path,
     datasets_dir: Path,
@@ -200,11 +202,15 @@ def test_hnsw_index_searches_and_filters(
     monkeypatch: pytest.MonkeyPatch,
     mode: str,
     exact_filter_max: int,
+    kind: str,
 ) -> None:
-    # Big datasets get an HNSW index; pretend this small one is big. Filtered searches on HNSW scan
-    # the allowed vectors exactly up to EXACT_FILTER_MAX of them, and use an id selector above that.
+    # Big datasets get an HNSW index (hnsw_sq; hnsw as versions built before it); pretend this small
+    # one is big. Filtered searches on HNSW scan the allowed vectors exactly up to EXACT_FILTER_MAX
+    # of them, and use an id selector above that.
     monkeypatch.setattr(build_module, "HNSW_THRESHOLD", 0)
-    monkeypatch.setattr(store_module, "EXACT_FILTER_MAX", exact_filter_max)
+    if kind == "hnsw":
+        monkeypatch.setattr(build_module, "index_kind", lambda n, exact=False: "hnsw")
+    monkeypatch.setattr(vectors_module, "EXACT_FILTER_MAX", exact_filter_max)
     files: dict[str, str | bytes] = {
         f"noise/n{i}.md": f"# Pelican {i}\n\nPelican pelican facts {i}.\n" for i in range(10)
     }
@@ -212,7 +218,7 @@ def test_hnsw_index_searches_and_filters(
     ingest(write_files(tmp_path / "hay", files), datasets_dir, IngestOptions(dataset_id="hay"), embedder=FakeEmbedder())
     registry = make_registry()
 
-    assert registry.store("hay").manifest.vector_index.kind == "hnsw"
+    assert registry.store("hay").manifest.vector_index.kind == kind
     assert registry.store("hay").manifest.vector_index.ef_search == build_module.hnsw_ef_search(11) == 128
     unfiltered = search(registry, "pelican", dataset="hay", top_k=3, mode=mode)
     filtered = search(registry, "pelican", dataset="hay", top_k=3, mode=mode, filters=SearchFilters(folder="target"))
@@ -431,9 +437,25 @@ def test_cjk_document_found_by_cjk_query(cjk_registry: Registry, query: str, pat
     assert query in hits[0].snippet
 
 
-def test_cjk_query_needs_adjacent_characters(cjk_registry: Registry) -> None:
-    # 装 and 管 both occur in zh/install.md, but not side by side.
-    assert search(cjk_registry, "装管", dataset="docs", mode="keyword").results == []
+def test_cjk_characters_side_by_side_outrank_the_same_characters_apart(
+    tmp_path: Path, datasets_dir: Path, make_registry: Callable[[], Registry]
+) -> None:
+    # A CJK run is indexed as overlapping pairs plus single characters (docs/search.md, Languages):
+    # a query's pair matches only where its characters are adjacent, its characters anywhere.
+    folder = write_files(
+        tmp_path / "cjk",
+        {
+            "apart.md": "# 说明\n\n安装软件之前请阅读管理手册。\n",
+            "together.md": "# 说明\n\n这里介绍装管的方法。\n",
+            **{f"other{i}.md": "# 天气\n\n今天的天气很好，我们去公园散步。\n" for i in range(3)},
+        },
+    )
+    ingest(folder, datasets_dir, IngestOptions(dataset_id="cjk"), embedder=FakeEmbedder())
+
+    hits = search(make_registry(), "装管", dataset="cjk", mode="keyword").results
+
+    assert [h.path for h in hits] == ["together.md", "apart.md"]
+    assert hits[0].score > hits[1].score
 
 
 # ------------------------------------------------------------------ several datasets

@@ -123,16 +123,18 @@ def test_session_over_stdio(serve: Callable[..., StdioServer], datasets: Path) -
     assert startup["version"] == __version__
     assert startup["datasets"] == ["handbook", "recipes"]
     assert startup["level"] == "info" and startup["ts"].endswith("Z")
-    invocations = events(server, "tool.invocation")
-    assert len(invocations) == 2
-    ok = invocations[0]
-    assert ok["tool"] == "knowledge_search"
-    assert ok["query_length"] == len("harpsichord feature")
-    assert ok["top_k"] == 3
+    assert events(server, "tool.invocation") == []  # each call is logged once, as its audit line
+    searches = [line for line in events(server, "audit") if line["tool"] == "knowledge_search"]
+    assert len(searches) == 2
+    ok = searches[0]
+    assert ok["caller"] == "local" and ok["door"] == "mcp"
+    assert ok["query_chars"] == len("harpsichord feature")
+    assert ok["top_k"] == 3 and "mode" not in ok  # the options the client gave
     assert ok["result_count"] == len(data["results"])
-    assert ok["status"] == "ok"
+    assert ok["status"] == "ok" and ok["denied"] is False
     assert isinstance(ok["duration_ms"], (int, float)) and ok["duration_ms"] >= 0
-    assert invocations[1]["status"] == "error" and invocations[1]["result_count"] is None
+    missing = searches[1]
+    assert missing["status"] == "DATASET_NOT_FOUND" and missing["result_count"] is None and not missing["denied"]
     # At info level the query text itself is never logged.
     assert "harpsichord" not in server.stderr()
     assert events(server, "server.shutdown")

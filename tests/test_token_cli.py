@@ -76,6 +76,40 @@ def test_list_shows_names_datasets_expiry_and_never_a_secret_or_hash(tmp_path: P
     assert "sha256" not in json.dumps(as_json)
 
 
+def test_list_columns_line_up_whatever_the_tokens(tmp_path: Path) -> None:
+    """Each column starts at the same place on every line: an expired token's longer expiry, a long
+    name or a metrics-only token shift nothing (28.6)."""
+    tokens_file = tmp_path / "tokens.json"
+    now = datetime.now(timezone.utc)
+    alice = NamedToken("alice", digest("a" * 40), ("eng-*",), now, now + timedelta(days=30))
+    scraper = NamedToken("prometheus-scraper-of-the-ops-team", digest("p" * 40), (), now, metrics=True)
+    old = NamedToken("old", digest("x" * 40), ("docs", "hr-*"), now - timedelta(days=9), now - timedelta(hours=1))
+    write_tokens(tokens_file, [alice, scraper, old])
+    lines = invoke("token", "list", "--tokens-file", tokens_file).stdout.splitlines()
+    assert len(lines) == 4
+    header = lines[0]
+    starts = [header.index(title) for title in ("EXPIRES", "CREATED", "METRICS", "DATASETS")]
+    for line in lines[1:]:
+        for start in starts:
+            assert line[start - 2 : start] == "  " and line[start] != " ", (line, start)
+    assert "(expired)" in lines[3] and lines[3].rstrip().endswith("docs, hr-*")
+    scraper = lines[2]
+    assert scraper[starts[2] :].startswith("yes") and scraper.rstrip().endswith("-")
+
+
+def test_a_metrics_token_reads_the_metrics_and_nothing_else_unless_given_datasets(tmp_path: Path) -> None:
+    tokens_file = tmp_path / "tokens.json"
+    added = invoke("token", "add", "prom", "--metrics", "--tokens-file", tokens_file)
+    assert added.exit_code == 0 and "for /metrics" in added.stderr, added.output
+    both = invoke("token", "add", "ops", "--metrics", "-d", "eng-*", "--tokens-file", tokens_file)
+    assert both.exit_code == 0 and "for datasets eng-* and /metrics" in both.stderr, both.output
+    prom, ops = read_tokens(tokens_file)
+    assert (prom.datasets, prom.metrics, ops.datasets, ops.metrics) == ((), True, ("eng-*",), True)
+    assert json.loads(tokens_file.read_text())["tokens"][0]["metrics"] is True
+    listed = json.loads(invoke("token", "list", "--json", "--tokens-file", tokens_file).stdout)["tokens"]
+    assert [(t["name"], t["metrics"], t["datasets"]) for t in listed] == [("prom", True, []), ("ops", True, ["eng-*"])]
+
+
 def test_revoke_removes_the_token(tmp_path: Path) -> None:
     tokens_file = tmp_path / "tokens.json"
     for name in ("alice", "bob"):
@@ -94,6 +128,8 @@ def test_revoke_removes_the_token(tmp_path: Path) -> None:
         (["add", "bob", "-d", "eng-[ab]"], ["is not a dataset id or pattern"]),
         (["add", "token", "-d", "docs"], ["'token' cannot name a token"]),
         (["add", "bad name", "-d", "docs"], ["cannot name a token"]),
+        (["add", "oauth:alice", "-d", "docs"], ["'oauth:alice' cannot name a token", "no ':'"]),
+        (["add", "bob"], ["give the datasets", "--metrics"]),
         (["add", "bob", "-d", "docs", "--expires", "2001-01-01"], ["already past"]),
         (["add", "bob", "-d", "docs", "--expires", "soon"], ["--expires 'soon'", "30d"]),
         (["revoke", "nobody"], ["no token named 'nobody'", "token list"]),

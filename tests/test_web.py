@@ -262,24 +262,35 @@ async def test_with_a_token_no_page_answers_without_it(registry: Registry) -> No
 
 
 async def test_login_sets_a_cookie_the_pages_take_and_mcp_does_not(registry: Registry) -> None:
+    """The cookie is a page session of its own: a random id, never the token, in a __Host- cookie,
+    taken by the pages only; sent to /mcp, as a cookie or as a bearer token, it is refused."""
     async with serving(registry, token=TOKEN) as (_, app), web(app) as h:
         refused = await h.post("/login", data={"token": "wrong", "next": "/search"})
         assert refused.status_code == 401 and 'data-testid="login-error"' in refused.text
         assert "set-cookie" not in refused.headers
         r = await h.post("/login", data={"token": TOKEN, "next": "/search?q=toolkit"}, headers={"Origin": BASE})
         assert r.status_code == 303 and r.headers["location"] == "/search?q=toolkit"
-        cookie = r.headers["set-cookie"]
-        for attribute in ("mcpower_token=", "HttpOnly", "SameSite=strict", "Secure", "Path=/"):
+        cookie = r.headers.get_list("set-cookie")[0]
+        for attribute in ("__Host-mcpower_session=", "HttpOnly", "SameSite=strict", "Secure", "Path=/"):
             assert attribute.lower() in cookie.lower(), cookie
-        jar = {"Cookie": f"mcpower_token={TOKEN}"}
+        assert "domain" not in cookie.lower() and TOKEN not in " ".join(r.headers.get_list("set-cookie"))
+        session = cookie.split(";")[0].partition("=")[2]
+        assert len(session) >= 43  # 256 random bits, URL-safe
+        jar = {"Cookie": f"__Host-mcpower_session={session}"}
         assert (await h.get("/", headers=jar)).status_code == 200
         assert (await h.get("/search?q=toolkit&format=json", headers=jar)).status_code == 200
         mcp = await h.post("/mcp", json=INITIALIZE, headers={**MCP_HEADERS, **jar})
         assert mcp.status_code == 401
+        as_bearer = await h.post("/mcp", json=INITIALIZE, headers={**MCP_HEADERS, "Authorization": f"Bearer {session}"})
+        assert as_bearer.status_code == 401
+        for raw in (f"__Host-mcpower_session={TOKEN}", f"mcpower_token={TOKEN}"):  # the token is no session
+            assert (await h.get("/", headers={"Cookie": raw})).status_code == 303
         out = await h.post("/logout", headers={**jar, "Origin": BASE})
         assert out.status_code == 303 and out.headers["location"] == "/login"
-        assert 'mcpower_token=""' in out.headers["set-cookie"] and "max-age=0" in out.headers["set-cookie"].lower()
-        assert (await h.get("/", headers={"Cookie": "mcpower_token=wrong"})).status_code == 303
+        gone = out.headers.get_list("set-cookie")
+        assert any(c.startswith('__Host-mcpower_session=""') and "max-age=0" in c.lower() for c in gone), gone
+        assert any(c.startswith('mcpower_token=""') for c in gone), gone  # the old token cookie goes too
+        assert (await h.get("/", headers=jar)).status_code == 303  # ended on the server: the cookie opens nothing
 
 
 async def test_a_page_shows_who_is_signed_in(registry: Registry) -> None:
@@ -303,10 +314,14 @@ async def test_login_and_logout_posts_only_from_this_servers_pages(
     registry: Registry, headers: dict[str, str], status: int
 ) -> None:
     async with serving(registry, token=TOKEN) as (_, app), web(app) as h:
+        signed_in = await h.post("/login", data={"token": TOKEN, "next": "/"}, headers={"Origin": BASE})
+        jar = {"Cookie": signed_in.headers.get_list("set-cookie")[0].split(";")[0]}
         login = await h.post("/login", data={"token": TOKEN, "next": "/"}, headers=headers)
-        logout = await h.post("/logout", headers={**headers, "Cookie": f"mcpower_token={TOKEN}"})
+        logout = await h.post("/logout", headers={**headers, **jar})
+        still = await h.get("/", headers=jar)
     assert login.status_code == status and logout.status_code == status
     assert ("set-cookie" in login.headers) == (status == 303)
+    assert still.status_code == (303 if status == 303 else 200)  # a refused logout ends nothing
 
 
 async def test_host_checks_apply_to_the_pages(registry: Registry) -> None:
@@ -478,7 +493,7 @@ async def test_a_restricted_caller_sees_only_its_datasets_on_every_page(registry
         rid = (await first_result(h, "zephyrine", dataset="handbook"))["result_id"]
     async with serving(registry, tokens_file=tokens_file) as (_, app), web(app) as h:
         signed_in = await h.post("/login", data={"token": cook, "next": "/"})
-        jar = {"Cookie": signed_in.headers["set-cookie"].split(";")[0]}
+        jar = {"Cookie": signed_in.headers.get_list("set-cookie")[0].split(";")[0]}
         doc = await h.get("/doc", params={"id": rid, "format": "json"}, headers=jar)
         missing = await h.get("/doc", params={"id": rid.replace(":", "x:", 1), "format": "json"}, headers=jar)
         cookie_page = (await h.get("/?format=json", headers=jar)).json()["datasets"]

@@ -446,9 +446,12 @@ def test_a_token_protected_server_asks_for_the_token(page: Page, token_server: H
 
     one(page, "login-token").send_keys(TOKEN, Keys.ENTER)
     wait(page, lambda d: d.find_elements(*by("results")), "signing in did not lead on to the search asked for")
-    cookie = next(c for c in page.driver.get_cookies() if c["name"] == "mcpower_token")
+    # A page session (a __Host- cookie the browser keeps from http://127.0.0.1, a secure context),
+    # never the token itself.
+    cookie = next(c for c in page.driver.get_cookies() if c["name"] == "__Host-mcpower_session")
     assert cookie["httpOnly"] and cookie["secure"] and cookie["sameSite"] == "Strict", cookie
-    assert "mcpower_token" not in page.driver.execute_script("return document.cookie")
+    assert cookie["path"] == "/" and not cookie.get("domain", "").startswith(".") and TOKEN not in cookie["value"]
+    assert "mcpower_session" not in page.driver.execute_script("return document.cookie")
     open_page(page, base + "/", "dataset")
     assert {c.get_attribute("data-dataset-id") for c in every(page, "dataset")} == {"fastapi", "hostile", "broken"}
 

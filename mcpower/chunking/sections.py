@@ -34,13 +34,19 @@ MAX_HEADING_TOKENS = 48
 # repeated over thousands of chunks would multiply the dataset's size.
 MAX_HEADING_CHARS = 200
 MAX_HEADING_PATH_CHARS = 512
-_SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+")
+# A sentence ends at . ! ? before whitespace, and at the full-width 。！？ of Chinese and Japanese
+# whether or not whitespace follows (their text has none between sentences: without this a CJK
+# paragraph was one "sentence", cut into slices of characters mid-sentence, with no overlap).
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])(?![」』）”’])\s*(?=\S)")
+_CJK_STOP = ("。", "！", "？")
 # A section with fewer words than this in its body is packed with its neighbours.
 MIN_SECTION_WORDS = 8
-# A word: a run of letters and digits, or one character of a script written without spaces (Thai,
-# CJK), each of which counts as a word.
+# A word: a run of letters and digits; in a script written without spaces (Thai, Chinese, Japanese)
+# two characters make a word (their words average about two characters: Lucene's CJK analyzer pairs
+# them too), so a Chinese or Japanese chapter title alone ("第 6 章 构建软件包") is not a body.
 _NO_SPACES = "\u0e00-\u0e7f\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff"
 _WORD = re.compile(f"[{_NO_SPACES}]|[^\\W{_NO_SPACES}]+")
+_NO_SPACE_CHAR = re.compile(f"[{_NO_SPACES}]")
 
 
 class UnreadableError(ValueError):
@@ -173,15 +179,15 @@ def shared_path(paths: Sequence[tuple[str, ...]]) -> tuple[str, ...]:
 
 def body_words(section: Section, limit: int = MIN_SECTION_WORDS) -> int:
     """The words in a section's blocks other than its heading lines, counted up to ``limit``."""
-    n = 0
+    halves = 0  # a word counts 2, a character of a script without spaces 1
     for block in section.blocks:
         if block.heading:
             continue
-        for _ in _WORD.finditer(block.text):
-            n += 1
-            if n >= limit:
-                return n
-    return n
+        for m in _WORD.finditer(block.text):
+            halves += 1 if len(m.group(0)) == 1 and _NO_SPACE_CHAR.match(m.group(0)) else 2
+            if halves >= 2 * limit:
+                return halves // 2
+    return halves // 2
 
 
 def _groups(sections: list[Section]) -> list[list[int]]:
@@ -359,7 +365,9 @@ def _join(units: list[_Unit]) -> tuple[str, int, int]:
     parts: list[str] = []
     for prev, unit in zip([None, *units], units):
         if prev is not None:
-            # Pieces of one line rejoin with a space; lines keep the source's own spacing.
-            parts.append(" " if unit.start == prev.end else "\n" if unit.start == prev.end + 1 else "\n\n")
+            # Pieces of one line rejoin with a space (CJK sentences, which had none, with nothing);
+            # lines keep the source's own spacing.
+            same_line = " " if not prev.text.endswith(_CJK_STOP) else ""
+            parts.append(same_line if unit.start == prev.end else "\n" if unit.start == prev.end + 1 else "\n\n")
         parts.append(unit.text)
     return "".join(parts), units[0].start, max(u.end for u in units)

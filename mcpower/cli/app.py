@@ -7,14 +7,13 @@ typer lives in the cli package and nowhere else in mcpower. The console script's
 from __future__ import annotations
 
 import gc
+import importlib
 from typing import Annotated, Any
 
 import typer
 from typer.core import TyperArgument, TyperGroup
-from typer.models import CommandInfo
 
 from mcpower import __version__
-from mcpower.cli import datasets, importing, ingest, search, serve, tokens
 from mcpower.cli.common import error_text
 from mcpower.errors import McpowerError
 
@@ -99,7 +98,7 @@ def _typer() -> typer.Typer:
     )
 
 
-app = _typer()
+_base = _typer()  # the callback only; `app` (module attribute) is the full app, built when first asked for
 
 
 def _show_version(value: bool) -> None:
@@ -121,7 +120,7 @@ def _collect_garbage() -> None:
         gc.enable()
 
 
-@app.callback()
+@_base.callback()
 def _main(
     ctx: typer.Context,
     version: Annotated[
@@ -133,32 +132,62 @@ def _main(
         _collect_garbage()
 
 
-app.command()(ingest.ingest)
-app.command("import")(importing.import_)
-app.command()(datasets.validate)
-app.command()(datasets.datasets)
-app.command()(search.search)
-app.command()(serve.serve)
-app.command("eval")(search.eval_)
-app.add_typer(tokens.app, name="token", cls=_Group)
+# Every command: its name, the module of mcpower.cli that defines it, and the function (or, for a
+# group, its Typer app), in the order --help lists them. A command's module is imported only when
+# the command runs (or --help lists them all): `serve --stdio` and a cold `search` import no other
+# command's module (~10 ms of each start on a quiet machine, with their own imports).
+_COMMANDS = (
+    ("ingest", "ingest", "ingest"),
+    ("import", "importing", "import_"),
+    ("validate", "datasets", "validate"),
+    ("datasets", "datasets", "datasets"),
+    ("search", "search", "search"),
+    ("serve", "serve", "serve"),
+    ("eval", "search", "eval_"),
+)
+_GROUPS = (("token", "tokens", "app"),)
+_full: typer.Typer | None = None
+
+
+def _register(target: typer.Typer, name: str) -> bool:
+    """Add the command or group called ``name`` to ``target``; False if there is none."""
+    for command, module, attr in _COMMANDS:
+        if command == name:
+            target.command(name)(getattr(importlib.import_module(f"mcpower.cli.{module}"), attr))
+            return True
+    for group, module, attr in _GROUPS:
+        if group == name:
+            target.add_typer(getattr(importlib.import_module(f"mcpower.cli.{module}"), attr), name=name, cls=_Group)
+            return True
+    return False
+
+
+def full_app() -> typer.Typer:
+    """The app with every command (what --help lists), built once."""
+    global _full
+    if _full is None:
+        built = _base
+        for name, _, _ in (*_COMMANDS, *_GROUPS):
+            _register(built, name)
+        _full = built
+    return _full
 
 
 def app_for(args: list[str]) -> typer.Typer:
     """The app to run for the command line ``args``: when the first names a command, one with only
-    that command, else the whole app (whose --help lists them all). typer turns every command it
-    has into a click command before it parses anything: ~15 ms of each start for the six the
-    command line does not name (the time `serve --stdio` takes to answer initialize, a cold search)."""
-    named = [c for c in app.registered_commands if args and args[0] == _command_name(c)]
-    groups = [g for g in app.registered_groups if args and args[0] == g.name]
-    if not named and not groups:
-        return app
+    that command (and only its module imported), else the whole app (whose --help lists them all).
+    typer turns every command it has into a click command before it parses anything: ~15 ms of each
+    start for the six the command line does not name (the time `serve --stdio` takes to answer
+    initialize, a cold search)."""
     lean = _typer()
-    lean.registered_callback = app.registered_callback
-    lean.registered_commands = named
-    lean.registered_groups = groups
-    return lean
+    lean.registered_callback = _base.registered_callback
+    if args and _register(lean, args[0]):
+        return lean
+    return full_app()
 
 
-def _command_name(command: CommandInfo) -> str:
-    name = command.name or (command.callback.__name__ if command.callback else "")
-    return name.lower().replace("_", "-")  # typer's own rule for a name taken from the function
+def __getattr__(name: str) -> typer.Typer:
+    """``app``, the app with every command (``from mcpower.cli.app import app``), built on first use."""
+    if name == "app":
+        return full_app()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

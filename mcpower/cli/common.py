@@ -44,6 +44,16 @@ WatchDebounce = Annotated[
         show_default=False,
     ),
 ]
+Refresh = Annotated[
+    float | None,
+    typer.Option(
+        "--refresh",
+        min=0,
+        help="With --watch: seconds between re-fetches of datasets ingested from a site or a git repository, "
+        "with conditional requests (0: never) [env MCPOWER_REFRESH; default 3600].",
+        show_default=False,
+    ),
+]
 
 
 def settings(**overrides: Any) -> Settings:

@@ -83,9 +83,23 @@ def validate(
     raise typer.Exit(0 if ok else 1)
 
 
+def _origin_line(origin: dict[str, Any]) -> str:
+    """'site https://… fetched 2026-11-28 01:16' or 'repository … (ref v2, folder docs) at 1a2b3c4d5e6f fetched …'."""
+    parts = [("site " if origin["kind"] == "web" else "repository ") + origin["url"]]
+    extra = [f"{label} {origin[key]}" for key, label in (("ref", "ref"), ("subdir", "folder")) if origin.get(key)]
+    if extra:
+        parts.append(f"({', '.join(extra)})")
+    if origin.get("commit"):
+        parts.append(f"at {origin['commit'][:12]}")
+    if origin.get("fetched_at"):
+        parts.append(f"fetched {origin['fetched_at'][:16].replace('T', ' ')}")
+    return " ".join(parts)
+
+
 def datasets(datasets_dir: DatasetsDir = None, milvus_uri: MilvusUri = None, as_json: JsonFlag = False) -> None:
     """List the datasets under the datasets root: counts, when each was last updated (UTC), whether
-    an mcpower process watches its source folder (`--watch`), and that folder (--json)."""
+    an mcpower process watches its source folder (`--watch`), the site or repository (and commit) it
+    was fetched from and when, and its folder (--json)."""
 
     s = settings(datasets_dir=datasets_dir, milvus_uri=milvus_uri)
     entries = open_registry(s).entries()
@@ -93,7 +107,14 @@ def datasets(datasets_dir: DatasetsDir = None, milvus_uri: MilvusUri = None, as_
     for e in entries:
         source = e.info.source if e.info is not None and e.error is None else None
         # The source folder is shown here, to the user at the terminal, never to MCP clients.
-        rows.append({**e.summary().model_dump(), "source": source.path if source else None})
+        origin = source.origin if source is not None else None
+        rows.append(
+            {
+                **e.summary().model_dump(),
+                "source": source.path if source else None,
+                "origin": origin.model_dump(mode="json", exclude_none=True) if origin is not None else None,
+            }
+        )
     if as_json:
         print_json({"datasets": rows})
         return
@@ -123,6 +144,8 @@ def datasets(datasets_dir: DatasetsDir = None, milvus_uri: MilvusUri = None, as_
         languages = sorted((r["languages"] or {}).items(), key=lambda t: (-t[1], t[0]))
         if languages:
             typer.echo(" " * indent + "languages (chunks): " + ", ".join(f"{code} {n}" for code, n in languages))
+        if r["origin"]:
+            typer.echo(" " * indent + _origin_line(r["origin"]))
         if r["watch_message"]:
             typer.echo(" " * indent + r["watch_message"])
         if r["format"] == "original":

@@ -1,4 +1,5 @@
-"""`mcpower ingest`: build or update a dataset from a folder, with progress bars and a report."""
+"""`mcpower ingest`: build or update a dataset from a folder, a site's URL or a git repository, with
+progress bars and a report."""
 
 from __future__ import annotations
 
@@ -10,6 +11,20 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from mcpower.cli.common import DatasetsDir, JsonFlag, WatchDebounce, milvus_catalog, settings, setup_logging
+from mcpower.cli.fetching import (
+    CrawlTimeout,
+    GitFlag,
+    Headers,
+    InFlight,
+    MaxPages,
+    PageTimeout,
+    Ref,
+    Subdir,
+    Submodules,
+    fetch_json,
+    fetch_options,
+    show_fetch,
+)
 from mcpower.cli.progress import Progress, duration, plural, rate
 from mcpower.defaults import BACKENDS, DEFAULT_CHUNK_TOKENS, DEFAULT_MAX_FILE_MB, DEFAULT_OVERLAP, DEFAULT_TOP_K
 from mcpower.sites import KEEP_HINT, furniture_counts, is_furniture
@@ -20,8 +35,13 @@ if TYPE_CHECKING:
 
 def ingest(
     path: Annotated[
-        Path,
-        typer.Argument(help="Folder of documents (.md .mdx .txt .rst .html .pdf .docx .ipynb; code with --code)."),
+        str,
+        typer.Argument(
+            help="Folder of documents (.md .mdx .txt .rst .html .pdf .docx .ipynb; code with --code), a site's URL "
+            "(http(s)://…: the pages under it are crawled) or a git repository (…/repo.git, git@host:path, "
+            "ssh://…, file://…).",
+            show_default=False,
+        ),
     ],
     dataset_id: Annotated[
         str | None, typer.Option("--id", help="Dataset id (a-z, 0-9, -); default: the folder name as a slug.")
@@ -40,7 +60,27 @@ def ingest(
     ] = None,
     model: Annotated[
         str | None,
-        typer.Option(help="Embedding model: all-MiniLM-L6-v2 (packaged), a local folder or cached hub name."),
+        typer.Option(
+            help="Embedding model: all-MiniLM-L6-v2 or multilingual-e5-small (packaged), a local folder or a "
+            "cached hub name [env MCPOWER_MODEL; default: the previous version's, else chosen by the documents' "
+            "languages].",
+            show_default=False,
+        ),
+    ] = None,
+    query_prompt: Annotated[
+        str | None,
+        typer.Option(
+            help="Text put before each query, e.g. 'query: ' for E5 models [default: the model folder's "
+            "config_sentence_transformers.json].",
+            show_default=False,
+        ),
+    ] = None,
+    document_prompt: Annotated[
+        str | None,
+        typer.Option(
+            help="Text put before each document chunk, e.g. 'passage: ' for E5 models [default: the model folder's].",
+            show_default=False,
+        ),
     ] = None,
     backend: Annotated[
         str | None, typer.Option(help=f"Embedding backend: {', '.join(BACKENDS)} [env MCPOWER_BACKEND; default onnx].")
@@ -116,11 +156,29 @@ def ingest(
     ] = False,
     watch_debounce: WatchDebounce = None,
     as_json: JsonFlag = False,
+    max_pages: MaxPages = 1000,
+    max_requests: InFlight = 4,
+    page_timeout: PageTimeout = 30.0,
+    crawl_timeout: CrawlTimeout = 3600.0,
+    header: Headers = None,
+    ref: Ref = None,
+    subdir: Subdir = None,
+    git: GitFlag = False,
+    recurse_submodules: Submodules = False,
 ) -> None:
-    """Build or update a dataset from a folder of documents (only changed files are re-embedded)."""
-    from mcpower import embedding
+    """Build or update a dataset from a folder of documents, a documentation site or a git repository
+    (only changed files are re-embedded; a site is asked only for what changed since the last crawl)."""
     from mcpower.ingestion import IngestOptions
     from mcpower.ingestion import ingest as run_ingest
+    from mcpower.sources import kind_of
+
+    remote = kind_of(path, git)
+    if remote is not None and watch:
+        raise typer.BadParameter(
+            "a site or repository is kept current by `mcpower serve --watch --refresh SECONDS`", param_hint="--watch"
+        )
+    if remote is None and (ref or subdir or header):
+        raise typer.BadParameter("--ref, --subdir and --header are for a URL or a repository, not a folder")
 
     setup_logging()
     # SIGTERM unwinds like Ctrl-C, so the staging folder is removed on the way out.
@@ -138,6 +196,8 @@ def ingest(
         name=name,
         description=description,
         model=s.model,
+        query_prompt=query_prompt,
+        document_prompt=document_prompt,
         backend=s.backend,
         cache_dir=s.cache_dir,
         chunk_tokens=chunk_tokens,
@@ -154,12 +214,31 @@ def ingest(
         wait=wait,
         replace=replace,
     )
-    # Watching re-ingests with the same model: load it once for both.
-    emb = embedding.load_embedder(s.model, s.backend, s.cache_dir) if watch else None
+    fetch = (
+        fetch_options(
+            max_pages,
+            max_requests,
+            page_timeout,
+            crawl_timeout,
+            header,
+            ref,
+            subdir,
+            git,
+            recurse_submodules,
+            options.max_file_bytes,
+        )
+        if remote
+        else None
+    )
     try:
         with Progress(enabled=not quiet and not as_json) as progress:
             target = milvus_catalog(s) if s.milvus_uri else s.datasets_dir
-            report = run_ingest(path, target, options, embedder=emb, progress=progress)
+            if fetch is not None:
+                from mcpower.sources.remote import ingest_source
+
+                report = ingest_source(path, target, options, fetch, s.cache_dir, progress=progress)
+            else:
+                report = run_ingest(Path(path), target, options, progress=progress)
     except KeyboardInterrupt:
         typer.echo("interrupted: nothing was published; the dataset is as it was before this ingest", err=True)
         raise typer.Exit(130) from None
@@ -167,8 +246,14 @@ def ingest(
     if watch:
         from mcpower.cli.watching import watch_dataset
 
+        # Watching re-ingests with the model this ingest loaded (the dataset's): loaded once for both.
         watch_dataset(
-            report.dataset_id, path, options, s, emb, lambda r: _show(r, as_json, compact=True, location=False)
+            report.dataset_id,
+            Path(path),
+            options,
+            s,
+            report.embedder,
+            lambda r: _show(r, as_json, compact=True, location=False),
         )
 
 
@@ -183,6 +268,8 @@ def _show(report: IngestReport, as_json: bool, compact: bool = False, location: 
                 for k in ("documents", "chunks", "embedded", "added", "changed", "removed", "unchanged", "full_rebuild")
             },
             "published": report.published,
+            "model": report.model,
+            "model_reason": report.model_reason or None,
             "languages": report.languages,
             "language": report.language,
             "skipped": [{"path": p, "reason": r} for p, r in report.skipped],
@@ -191,8 +278,11 @@ def _show(report: IngestReport, as_json: bool, compact: bool = False, location: 
             "phases": {k: round(v, 2) for k, v in report.phases().items()},
             "chunks_per_second": round(report.chunks_per_second, 1),
         }
+        if report.fetch is not None:
+            data["fetch"] = fetch_json(report.fetch)
         typer.echo(json.dumps(data, ensure_ascii=False, indent=None if compact else 2))
         return
+    show_fetch(report.fetch)
     furniture = furniture_counts(report.skipped)
     for rel, reason in report.skipped:
         if not is_furniture(reason):
@@ -204,6 +294,8 @@ def _show(report: IngestReport, as_json: bool, compact: bool = False, location: 
         typer.echo(f"note {rel}: {note}", err=True)
     for note in report.notes:
         typer.echo(f"note: {note}", err=True)
+    if report.model_reason:
+        typer.echo(f"model: {report.model} ({report.model_reason})", err=True)
     if report.rebuild_reason:
         typer.echo(f"full rebuild: {report.rebuild_reason}", err=True)
     if not report.published:

@@ -98,18 +98,18 @@ def query_model(s: Settings, dataset: str | None) -> EmbedderFactory | None:
     head start)."""
     global _early
     early, _early = _early, None  # taken once: a later command in this process starts afresh
-    if early is not None and (early.model, early.cache_dir) != (s.model, s.cache_dir):
+    if early is not None and (early.model, early.cache_dir) != (s.query_model, s.cache_dir):
         early = None  # the environment did not say what Settings say: not the operator's model
-    if dataset is not None and _model_hint(s.datasets_dir, dataset) != s.model:
+    if dataset is not None and _model_hint(s.datasets_dir, dataset) != s.query_model:
         return None
     if early is None:
         if dataset is None:
             return None
-        early = _Loading(s.model, s.cache_dir, s.query_models())
+        early = _Loading(s.query_model, s.cache_dir, s.query_models())
     loading = early
 
     def factory(model: str) -> Embedder:
-        if model != s.model:  # what the Registry would do itself
+        if model != s.query_model:  # what the Registry would do itself
             from mcpower.embedding import load_query_embedder
 
             return load_query_embedder(model, s.cache_dir, s.query_models())

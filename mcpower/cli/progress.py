@@ -16,7 +16,11 @@ from typing import Any, TextIO
 # folder writes ~90 lines, not thousands.
 PLAIN_EVERY = 10.0
 
-_VERBS = {"files": ("reading", "read", "files"), "chunks": ("embedding", "embedded", "chunks")}
+_VERBS = {
+    "pages": ("fetching", "fetched", "pages"),
+    "files": ("reading", "read", "files"),
+    "chunks": ("embedding", "embedded", "chunks"),
+}
 
 
 def plural(n: int, word: str) -> str:
@@ -74,11 +78,17 @@ class Progress:
                 self._end(other)
             self.started[phase] = self.last_line[phase] = now
             self.totals[phase] = total
-            if not self.bars_on:
-                self._say(f"{_VERBS.get(phase, (phase,))[0]} {plural(total, _unit(phase))}…")
+            if not self.bars_on:  # a crawl's total grows as it finds links: it is not announced
+                self._say(
+                    "crawling…"
+                    if phase == "pages"
+                    else f"{_VERBS.get(phase, (phase,))[0]} {plural(total, _unit(phase))}…"
+                )
+        if phase == "pages":
+            self.totals[phase] = done  # what the closing line counts: the pages fetched so far
         if self.bars_on:
             self._bar(phase, done, total)
-        elif done >= total:
+        elif done >= total and phase != "pages":  # a crawl's pages end when reading starts
             self._end(phase)
         elif now - self.last_line[phase] >= PLAIN_EVERY:
             self.last_line[phase] = now
@@ -113,8 +123,10 @@ class Progress:
         bar = self.bars.get(phase)
         if bar is None:
             bar = self.bars[phase] = tqdm(total=total, desc=phase, unit=_unit(phase), file=self.stream, leave=True)
+        if total != bar.total:  # a crawl finds more pages as it goes
+            bar.total = total
         bar.update(done - bar.n)
-        if done >= total:
+        if done >= total and phase != "pages":
             self._end(phase)
 
     def _say(self, line: str) -> None:

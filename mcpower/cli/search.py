@@ -172,6 +172,8 @@ def search(
             typer.secho(
                 f"  (stale: {_STALE.get(r.stale_reason or '', _STALE['changed'])} {r.indexed_at[:16]})", fg="yellow"
             )
+        if r.url:
+            typer.secho(f"    {r.url}", fg="blue")
         body = " ".join(r.snippet.split())
         for line in textwrap.wrap(body, width - 4)[:4]:
             typer.echo(f"    {line}")

@@ -13,6 +13,7 @@ from mcpower import __version__
 from mcpower.cli.common import (
     DatasetsDir,
     MilvusUri,
+    Refresh,
     WatchDebounce,
     missing_milvus_file,
     no_datasets,
@@ -147,6 +148,7 @@ def serve(
         ),
     ] = None,
     watch_debounce: WatchDebounce = None,
+    refresh: Refresh = None,
     watch_follow_symlinks: Annotated[
         bool | None,
         typer.Option(
@@ -239,6 +241,7 @@ def serve(
         web=web,
         watch=watch,
         watch_debounce=watch_debounce,
+        refresh=refresh,
         watch_follow_symlinks=watch_follow_symlinks,
         watch_code=watch_code,
         http_rate_limit=rate_limit,
@@ -398,6 +401,10 @@ def start_watcher(
     limits = WatchLimits(s.watch_follow_symlinks, int(s.max_file_mb * 1024 * 1024), s.watch_code)
     watcher = Watcher(registry, quiet=s.watch_debounce, limits=limits, on_event=on_event)
     watcher.start()
+    if s.refresh > 0:  # sites and repositories: fetched again on an interval (watch/refresh.py)
+        from mcpower.watch.refresh import Refresher
+
+        Refresher(registry, s.cache_dir, interval=s.refresh, limits=limits).start()
     return watcher
 
 

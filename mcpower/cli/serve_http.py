@@ -33,7 +33,7 @@ def http_options(s: Settings) -> HttpOptions:
         McpowerError: a token or tokens file that cannot be used, a public address without one, a
             malformed origin, OAuth options that do not fit together.
     """
-    from mcpower.server.auth.access import check_exposure, load_token, transport_security
+    from mcpower.server.auth.access import check_exposure, load_token, transport_security, trusted_networks
     from mcpower.server.auth.ratelimit import RateLimits
     from mcpower.server.auth.tokens import check_apart
     from mcpower.server.auth.verifiers import load_named_tokens
@@ -56,6 +56,7 @@ def http_options(s: Settings) -> HttpOptions:
     if oauth is None:  # with OAuth every request needs a token
         check_exposure(s.http_host, token, tokens_file)
     transport_security(s.http_host, s.allow_hosts, s.allow_origins)  # refuses a malformed origin
+    trusted_networks(s.http_trusted_proxies)  # refuses a malformed proxy address
     return HttpOptions(
         oauth=oauth,
         host=s.http_host,
@@ -67,9 +68,13 @@ def http_options(s: Settings) -> HttpOptions:
         max_body_bytes=int(s.http_max_body_mb * 1024 * 1024),
         call_timeout=s.http_call_timeout,
         max_sessions=s.http_max_sessions,
+        max_sessions_per_caller=s.http_max_sessions_per_caller,
+        max_streams_per_caller=s.http_max_streams_per_caller,
         session_idle=s.http_session_idle,
         threads=s.worker_threads,
         max_connections=s.http_max_connections,
+        max_connections_per_address=s.http_max_connections_per_address,
+        trusted_proxies=s.http_trusted_proxies,
         web=s.web,
         rate_limits=RateLimits(s.http_rate_limit, s.http_rate_burst, s.http_max_searches),
         metrics=s.http_metrics,

@@ -43,7 +43,7 @@ MetricsFlag = Annotated[
     bool | None,
     typer.Option(
         "--metrics/--no-metrics",
-        help="--http: serve Prometheus metrics at /metrics, behind the token [env MCPOWER_HTTP_METRICS; default on].",
+        help="--http: serve Prometheus metrics at /metrics, to a token with the metrics scope (token add --metrics) [env MCPOWER_HTTP_METRICS; default on].",
         show_default=False,
     ),
 ]

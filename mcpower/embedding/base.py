@@ -66,28 +66,32 @@ class BaseEmbedder:
         self.model_name, self.dimension, self.max_tokens = spec.name, spec.dimension, spec.max_tokens
         self.model_fingerprint = spec.fingerprint
         self.legacy_fingerprint: str | None = spec.legacy_fingerprint
+        self.query_prompt, self.document_prompt = spec.query_prompt, spec.document_prompt
+        self.languages: frozenset[str] | None = spec.languages
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        """Number of model tokens (without special tokens) of each text."""
+        """Number of model tokens (without special tokens or the prompt) of each text."""
         return self.token_counter(texts)
 
     def embed_documents(self, texts: Sequence[str], progress: ProgressFn | None = None) -> NDArray[np.float32]:
-        """Vectors of shape (len(texts), dimension), unit length; calls progress(n) per batch."""
+        """Vectors of shape (len(texts), dimension), unit length, each text after the document
+        prompt; calls progress(n) per batch."""
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
         if not texts:
             return out
         # Longest texts first, so each batch pads to similar lengths.
         order = np.argsort(-np.asarray(self.count_tokens(texts)), kind="stable")
+        prompt = self.document_prompt
         for start in range(0, len(texts), BATCH_SIZE):
             idx = order[start : start + BATCH_SIZE]
-            out[idx] = self._embed_batch([texts[i] for i in idx])
+            out[idx] = self._embed_batch([prompt + texts[i] for i in idx])
             if progress:
                 progress(len(idx))
         return out
 
     def embed_query(self, text: str) -> NDArray[np.float32]:
-        """One unit vector of shape (dimension,)."""
-        return self._embed_batch([text]).reshape(-1)
+        """One unit vector of shape (dimension,), of the text after the query prompt."""
+        return self._embed_batch([self.query_prompt + text]).reshape(-1)
 
     def _embed_batch(self, texts: list[str]) -> NDArray[np.float32]:
         """Unit vectors of ``texts``, shape (len(texts), dimension)."""

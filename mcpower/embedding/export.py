@@ -190,7 +190,8 @@ def _export_fp32(spec: ModelSpec, out: Path) -> None:
 
     # A padded row in the example, so tracing cannot drop the attention mask as all ones.
     mask = torch.tensor([[1] * 8, [1] * 5 + [0] * 3])
-    example = {"input_ids": torch.full((2, 8), 100), "attention_mask": mask, "token_type_ids": 0 * mask}
+    token = min(100, int(getattr(model.config, "vocab_size", 101)) - 1)  # an id every vocabulary has
+    example = {"input_ids": torch.full((2, 8), token), "attention_mask": mask, "token_type_ids": 0 * mask}
     axes = {n: {0: "batch", 1: "sequence"} for n in [*names, "last_hidden_state"]}
     # The legacy TorchScript exporter needs no onnxscript; its deprecation and tracer warnings are
     # expected here and would otherwise reach the user (or fail tests run with -W error).

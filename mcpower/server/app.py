@@ -27,7 +27,7 @@ from mcpower.defaults import DEFAULT_PER_DOCUMENT, DEFAULT_WORKER_THREADS, MAX_P
 from mcpower.errors import McpowerError
 from mcpower.ranking import MAX_QUERY_CHARS, MAX_TOP_K
 from mcpower.registry import Registry
-from mcpower.results import SearchFilters, SearchResponse, clip_json
+from mcpower.results import SearchFilters, clip_json
 from mcpower.search import MAX_OFFSET
 from mcpower.server.audit import AuditLog
 from mcpower.server.auth.callers import current_caller, visible
@@ -220,6 +220,7 @@ def create_server(
     names = TOOL_NAMES[tool_names]
     audit = audit if audit is not None else AuditLog()
     audit.tools = frozenset(names.values())
+    audit.exists = lambda dataset_id: any(e.id == dataset_id for e in registry.entries())
 
     def named(text: str) -> str:
         """``text`` with the default tool names it mentions replaced by the chosen ones."""
@@ -306,47 +307,25 @@ def create_server(
             BeforeValidator(not_bool),
         ] = None,
     ) -> Annotated[CallToolResult, SearchOutput]:
-        started = time.perf_counter()
-        response: SearchResponse | None = None
         scoped = visible(registry, current_caller())
-        try:
-            response = await run(
-                lambda: search.search(
-                    scoped,
-                    query,
-                    dataset=dataset,
-                    top_k=top_k,
-                    mode=mode,
-                    min_score=min_score,
-                    filters=SearchFilters(path=path, folder=folder, file_type=file_type),
-                    max_bytes=MAX_RESULTS_JSON_BYTES,
-                    max_tokens=max_tokens,
-                    offset=offset,
-                    priors=priors,
-                    group=group,
-                    per_document=per_document,
-                )
+        response = await run(
+            lambda: search.search(
+                scoped,
+                query,
+                dataset=dataset,
+                top_k=top_k,
+                mode=mode,
+                min_score=min_score,
+                filters=SearchFilters(path=path, folder=folder, file_type=file_type),
+                max_bytes=MAX_RESULTS_JSON_BYTES,
+                max_tokens=max_tokens,
+                offset=offset,
+                priors=priors,
+                group=group,
+                per_document=per_document,
             )
-            return json_result(response)
-        finally:
-            logger.info(
-                "tool.invocation",
-                extra={
-                    "event": "tool.invocation",
-                    "tool": names["search"],
-                    "dataset": dataset or "*",
-                    "query_length": len(query),
-                    "top_k": top_k,
-                    "mode": mode,
-                    "max_tokens": max_tokens,
-                    "offset": offset,
-                    "group": group,
-                    "per_document": per_document,
-                    "duration_ms": round((time.perf_counter() - started) * 1000, 2),
-                    "result_count": response.meta.count if response else None,
-                    "status": response.status if response else "error",
-                },
-            )
+        )
+        return json_result(response)  # logged once, by the audit log (audit.py)
 
     async def knowledge_list_datasets() -> Annotated[CallToolResult, DatasetList]:
         scoped = visible(registry, current_caller())

@@ -2,10 +2,14 @@
 
 Each line is the event ``audit`` on the ``mcpower.audit`` logger (logging.py: stderr, JSON lines or
 text; also a file with ``--audit-log``): the caller's name, the tool, the dataset (``*``: all),
-the query's length in characters, the result count, the status (``ok`` or the error code), and the
-milliseconds it took. The query's text is logged only when the operator opts in (``--audit-queries``):
-questions can be as private as the documents. Every value is bounded before it is logged: the
-arguments are the client's, read here before the tool's own checks.
+the query's length in characters, the search options the client gave (``top_k``, ``mode``,
+``max_tokens``, ``offset``, ``group``, ``per_document``; ``scope`` for a source), the result count,
+the status (``ok`` or the error code), and the milliseconds it took. ``denied`` tells the operator
+what the client is never told: the dataset it named exists, but is not one the caller may read
+(the client got the ``DATASET_NOT_FOUND``/``RESULT_NOT_FOUND`` an unknown id gets). This is the one
+line a tool call writes. The query's text is logged only when the operator opts in
+(``--audit-queries``): questions can be as private as the documents. Every value is bounded before
+it is logged: the arguments are the client's, read here before the tool's own checks.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from typing import Any
 
 from mcpower.defaults import is_valid_id
 from mcpower.errors import McpowerError
-from mcpower.server.auth.callers import current_caller
+from mcpower.server.auth.callers import allowed, current_caller
 
 logger = logging.getLogger("mcpower.audit")
 
@@ -31,6 +35,14 @@ logger = logging.getLogger("mcpower.audit")
 # text is cut here so a refused call cannot write megabytes into the log.
 MAX_LOGGED_QUERY_CHARS = 1024
 MAX_NAME_CHARS = 64
+# The options logged with a call, when the client gave them: numbers as they are, words from these sets.
+_NUMBER_OPTIONS = ("top_k", "max_tokens", "offset", "per_document")
+_WORD_OPTIONS = {
+    "mode": {"hybrid", "semantic", "keyword"},
+    "group": {"passages", "none"},
+    "scope": {"chunk", "neighbors", "section"},
+}
+_NOT_FOUND = {"DATASET_NOT_FOUND", "RESULT_NOT_FOUND"}
 
 
 @dataclass(frozen=True)
@@ -46,6 +58,8 @@ class ToolCall:
     duration_ms: float
     query: str | None = None
     door: str = "mcp"  # mcp: an MCP client's tools/call; web: a web page's (docs/web.md)
+    denied: bool = False  # the dataset named exists, outside the caller's datasets (answered as unknown)
+    options: tuple[tuple[str, int | str], ...] = ()  # the search options given (module docstring)
 
 
 Observer = Callable[[ToolCall], None]  # metrics count the calls
@@ -60,6 +74,9 @@ class AuditLog:
         self.queries = queries
         self.observer = observer
         self.tools: frozenset[str] = frozenset()
+        # Whether a dataset id exists at all, whoever asks (create_server sets it): a not-found
+        # answer then says whether the caller was denied a real dataset or named none.
+        self.exists: Callable[[str], bool] = lambda dataset_id: False
 
     async def __call__(self, ctx: Any, call_next: Any) -> Any:
         if ctx.method != "tools/call" or ctx.request_id is None:
@@ -83,19 +100,28 @@ class AuditLog:
         tool = params.get("name")
         tool = tool if isinstance(tool, str) and tool in self.tools else "(unknown)"
         query = arguments.get("query")
+        caller, dataset = current_caller(), _dataset(arguments)
+        denied = (
+            status in _NOT_FOUND
+            and dataset not in (None, "*")
+            and not allowed(caller, str(dataset))
+            and self.exists(str(dataset))
+        )
         call = ToolCall(
-            caller=current_caller().name[:MAX_NAME_CHARS],
+            caller=caller.name[:MAX_NAME_CHARS],
             tool=tool,
-            dataset=_dataset(arguments),
+            dataset=dataset,
             query_chars=len(query) if isinstance(query, str) else None,
             result_count=_count(result) if status == "ok" else None,
             status=status,
             duration_ms=round(ms, 2),
             query=query[:MAX_LOGGED_QUERY_CHARS] if self.queries and isinstance(query, str) else None,
             door=door,
+            denied=denied,
+            options=_options(arguments),
         )
-        extra = {k: v for k, v in vars(call).items() if k != "query" or self.queries}
-        logger.info("audit", extra={"event": "audit", **extra})
+        extra = {k: v for k, v in vars(call).items() if (k != "query" or self.queries) and k != "options"}
+        logger.info("audit", extra={"event": "audit", **extra, **dict(call.options)})
         if self.observer is not None:
             self.observer(call)
 
@@ -109,6 +135,20 @@ def _dataset(arguments: dict[str, Any]) -> str | None:
     else:
         value = arguments.get("dataset") or "*"
     return value if value == "*" or is_valid_id(value) else None
+
+
+def _options(arguments: dict[str, Any]) -> tuple[tuple[str, int | str], ...]:
+    """The options a call gave that the audit line keeps: whole numbers, and known words."""
+    found: list[tuple[str, int | str]] = []
+    for name in _NUMBER_OPTIONS:
+        value = arguments.get(name)
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) < 10**12:
+            found.append((name, value))
+    for name, words in _WORD_OPTIONS.items():
+        value = arguments.get(name)
+        if isinstance(value, str) and value in words:
+            found.append((name, value))
+    return tuple(found)
 
 
 def _field(result: Any, name: str) -> Any:

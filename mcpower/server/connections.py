@@ -16,8 +16,13 @@ whenever what the connection is waiting for changes (h11's state says which):
 - the rest of a body nobody reads: within ``drain_timeout`` of the response that refused it.
 
 Past either, the connection is closed. A connection beyond ``max_connections`` open at once is
-closed as soon as it is accepted, before anything is read from it. The body a request handler
-does read has its own deadline in auth/gate.py, answered with 408.
+closed as soon as it is accepted, before anything is read from it, and so is one beyond
+``max_per_address`` open from its client's address (``access.peer_key``: IPv6 by its /64; loopback
+too): one address holding idle connections, reopened as the header deadline closes them, cannot
+take the room every other client needs. Behind a reverse proxy every connection comes from the
+proxy: its addresses (``trusted``, ``MCPOWER_HTTP_TRUSTED_PROXIES``) have no share of their own,
+only the cap. The body a request handler does read has its own deadline in auth/gate.py,
+answered with 408.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from mcpower.defaults import DEFAULT_HTTP_MAX_CONNECTIONS
+from mcpower.server.auth.access import Network, in_networks, peer_key
 
 logger = logging.getLogger(__name__)
 
@@ -51,13 +57,24 @@ class GuardedH11Protocol(H11Protocol):
     header_timeout: ClassVar[float] = HEADER_TIMEOUT_S
     drain_timeout: ClassVar[float] = DRAIN_TIMEOUT_S
     max_connections: ClassVar[int] = MAX_CONNECTIONS
+    max_per_address: ClassVar[int] = MAX_CONNECTIONS
+    trusted: ClassVar[list[Network]] = []
 
     @classmethod
-    def configured(cls, header_timeout: float, drain_timeout: float, max_connections: int) -> type[GuardedH11Protocol]:
+    def configured(
+        cls,
+        header_timeout: float,
+        drain_timeout: float,
+        max_connections: int,
+        max_per_address: int | None = None,
+        trusted: list[Network] | None = None,
+    ) -> type[GuardedH11Protocol]:
         attributes = {
             "header_timeout": header_timeout,
             "drain_timeout": drain_timeout,
             "max_connections": max_connections,
+            "max_per_address": max_per_address or max_connections,
+            "trusted": list(trusted or []),
         }
         return type(cls.__name__, (cls,), attributes)
 
@@ -65,13 +82,26 @@ class GuardedH11Protocol(H11Protocol):
         super().__init__(*args, **kwargs)
         self._phase: Phase | None = None
         self._watchdog: asyncio.TimerHandle | None = None
+        self.peer: str | None = None  # the address this connection counts against (None: a trusted proxy)
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        if len(self.connections) > self.max_connections:
+        host = str(self.client[0]) if self.client else "unknown"
+        self.peer = None if in_networks(host, self.trusted) else peer_key(host)
+        # Those already closed (refused ones among them) leave the set a moment later: not counted.
+        others = [c for c in self.connections if c is not self and not c.transport.is_closing()]
+        reason, open_now = None, len(others)
+        if len(others) >= self.max_connections:
+            reason = "cap"
+        elif self.peer is not None:
+            open_now = sum(1 for c in others if isinstance(c, GuardedH11Protocol) and c.peer == self.peer)
+            if open_now >= self.max_per_address:
+                reason = "per_address"
+        if reason is not None:
             logger.warning(
-                "http.connection_refused",
-                extra={"event": "http.connection_refused", "open": len(self.connections) - 1},
+                "http.connection_refused: %s",
+                reason,
+                extra={"event": "http.connection_refused", "reason": reason, "client": self.peer, "open": open_now},
             )
             transport.close()  # nothing read, nothing answered: connection_lost forgets it
             return

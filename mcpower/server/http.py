@@ -22,6 +22,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -29,6 +30,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any, Literal
 
 import uvicorn
+from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import TokenVerifier
 from starlette.requests import Request
@@ -45,12 +47,13 @@ from mcpower.server.auth.access import (
     WILDCARD_ADDRESSES,
     HostCheck,
     StaticTokenVerifier,
-    auth_settings,
     check_exposure,
     transport_security,
+    trusted_networks,
 )
-from mcpower.server.auth.callers import caller_from_scope, caller_of, visible
-from mcpower.server.auth.gate import BODY_TIMEOUT_S, Gate
+from mcpower.server.auth.attempts import FailedAttempts
+from mcpower.server.auth.callers import LOCAL, METRICS_SCOPE, OPERATOR, caller_from_scope, caller_of, visible
+from mcpower.server.auth.gate import BODY_TIMEOUT_S, Admitted, Gate
 from mcpower.server.auth.ratelimit import RateLimit, RateLimits
 from mcpower.server.auth.verifiers import NamedTokenVerifier, one_verifier
 from mcpower.server.connections import DRAIN_TIMEOUT_S, HEADER_TIMEOUT_S, MAX_CONNECTIONS, GuardedH11Protocol
@@ -87,14 +90,25 @@ class HttpOptions:
     max_body_bytes: int = 4 * 1024 * 1024
     call_timeout: float = 60.0
     max_sessions: int = 100
+    # Each caller's share of the sessions and of the streams held open (None: a quarter of
+    # max_sessions; streams: the session share); local and the operator's token have the whole cap.
+    max_sessions_per_caller: int | None = None
+    max_streams_per_caller: int | None = None
     session_idle: float = 1800.0
     threads: int = DEFAULT_WORKER_THREADS
     max_connections: int = MAX_CONNECTIONS
+    # One client address's share of the connections (None: a quarter of max_connections).
+    max_connections_per_address: int | None = None
+    # Reverse proxies (addresses, networks): their connections have no share of their own, and the
+    # client address their X-Forwarded-For names is the one limits and logs use; none: it is ignored.
+    trusted_proxies: list[str] = field(default_factory=list)
     rate_limits: RateLimits = field(default_factory=RateLimits)
     metrics: bool = True
     audit_queries: bool = False
     # One more verifier of callers' tokens, tried first (tests and benchmarks: callers of their own).
     verifier: TokenVerifier | None = None
+    # The clock sign-in sessions and failed attempts run on (wall-clock seconds); tests move it.
+    clock: Callable[[], float] = time.time
     # Deadlines (connections.py, auth/gate.py); not settings, but tests shorten them.
     header_timeout: float = HEADER_TIMEOUT_S
     body_timeout: float = BODY_TIMEOUT_S
@@ -105,6 +119,22 @@ class HttpOptions:
     @property
     def url(self) -> str:
         return mcp_url(self.host, self.port)
+
+    @property
+    def connection_share(self) -> int:
+        """The connections one client address may hold open."""
+        limit = self.max_connections_per_address or max(1, self.max_connections // 4)
+        return min(self.max_connections, limit)
+
+    @property
+    def session_share(self) -> int:
+        """The sessions one caller may hold open."""
+        return min(self.max_sessions, self.max_sessions_per_caller or max(1, self.max_sessions // 4))
+
+    @property
+    def stream_share(self) -> int:
+        """The streams (GET, subscriptions/listen) one caller may hold open."""
+        return self.max_streams_per_caller or self.session_share
 
 
 def mcp_url(host: str, port: int) -> str:
@@ -173,13 +203,14 @@ def create_http_app(
             extra={"event": "http.oauth", "issuer": options.oauth.issuer, "resource_metadata": resource_metadata},
         )
     verifier = one_verifier(verifiers)
-    auth: dict[str, Any] = {}
-    if verifier is not None:
-        auth = {"token_verifier": verifier, "auth": auth_settings()}
+    # The gate is the one check of credentials: the SDK gets no verifier (it would check each /mcp
+    # request again, and know nothing of the web pages' sessions); AuthContextMiddleware below hands
+    # the gate's caller to the tools.
+    attempts = FailedAttempts(clock=options.clock) if verifier is not None else None
     if metrics is None and options.metrics:
         metrics = new_metrics(registry, tool_names)
     audit = AuditLog(options.audit_queries, observer=metrics.tool_call if metrics is not None else None)
-    server = create_server(registry, tool_names, threads=options.threads, audit=audit, **auth)
+    server = create_server(registry, tool_names, threads=options.threads, audit=audit)
     server.middleware.append(TimeLimit(options.call_timeout))
 
     async def healthz(request: Request) -> Response:
@@ -196,16 +227,19 @@ def create_http_app(
         server.custom_route(path, methods=["GET"])(metadata)
     door, open_paths, search_pages = None, [HEALTH_PATH, *metadata_paths], []
     if options.web:
+        from mcpower.server.auth.logins import PageSessions
         from mcpower.web import OPEN_PATHS, SEARCH_PATH, SecurityHeaders, web_routes  # only here: never for stdio
 
         search_pages = [SEARCH_PATH]
-
-        routes, door = web_routes(server, registry, verifier, options.call_timeout)
+        sessions = PageSessions(verifier, clock=options.clock) if verifier is not None else None
+        routes, door = web_routes(server, registry, verifier, options.call_timeout, sessions, attempts)
         for route in routes:
             server.custom_route(route.path, methods=sorted(route.methods or ()))(route.endpoint)
         open_paths += OPEN_PATHS
-    if metrics is not None:  # behind the token, as /mcp is (Gate)
+    scoped_paths = {}
+    if metrics is not None:  # behind a token with the metrics scope (Gate)
         server.custom_route(METRICS_PATH, methods=["GET"])(metrics.endpoint)
+        scoped_paths[METRICS_PATH] = METRICS_SCOPE
 
     app = server.streamable_http_app(
         streamable_http_path=MCP_PATH,
@@ -217,11 +251,21 @@ def create_http_app(
         transport_security=security,
     )
     served: ASGIApp = app
+    if verifier is not None:  # the caller the gate named, for the tools (current_caller); no request without one
+        served = AuthContextMiddleware(Admitted(app, open_paths))
     if jwt_verifier is not None:  # the issuer's keys fetched once at start: a mistyped issuer shows at once
         from mcpower.server.auth.oauth import IssuerCheck
 
-        served = IssuerCheck(app, jwt_verifier)
-    room = SessionRoom(served, server.session_manager, options.max_sessions, MCP_PATH)
+        served = IssuerCheck(served, jwt_verifier)
+    room = SessionRoom(
+        served,
+        server.session_manager,
+        options.max_sessions,
+        MCP_PATH,
+        per_caller=options.session_share,
+        streams_per_caller=options.stream_share,
+        unshared=[LOCAL.name, OPERATOR],  # every client of a server without tokens; the operator's token
+    )
     if metrics is not None:
         metrics.sessions = room.open_sessions
     limited: ASGIApp = room
@@ -244,8 +288,10 @@ def create_http_app(
         max_body_bytes=options.max_body_bytes,
         body_timeout=options.body_timeout,
         open_paths=open_paths,
+        scoped_paths=scoped_paths,
         resource_metadata=resource_metadata,
         door=door,
+        attempts=attempts,
     )
     if door is not None:  # every answer but /mcp's carries the pages' security headers (CSP ...)
         return server, SecurityHeaders(gate, MCP_PATH)
@@ -314,10 +360,17 @@ class _Uvicorn(uvicorn.Server):
 def http_server(app: ASGIApp, options: HttpOptions) -> uvicorn.Server:
     """The uvicorn server for ``app`` (from :func:`create_http_app`) with the connection limits of
     ``options``; ``run(sockets=[bind(...)])`` serves it."""
-    protocol = GuardedH11Protocol.configured(options.header_timeout, options.drain_timeout, options.max_connections)
+    trusted = trusted_networks(options.trusted_proxies)
+    protocol = GuardedH11Protocol.configured(
+        options.header_timeout, options.drain_timeout, options.max_connections, options.connection_share, trusted
+    )
     config = uvicorn.Config(
         app,
         http=protocol,
+        # X-Forwarded-For names the client only when a trusted proxy sends it (uvicorn would trust any
+        # loopback client's, or FORWARDED_ALLOW_IPS from the environment): a client could pick its address.
+        proxy_headers=bool(trusted),
+        forwarded_allow_ips=[str(n) for n in trusted] or [],
         ws="none",  # no WebSocket routes; an upgrade would leave the guarded protocol
         lifespan="on",
         # uvicorn's own bound, on connections or requests at once (503 past it): one above the

@@ -38,7 +38,7 @@ _ABSOLUTE_PATH = re.compile(r"(?<![\w.:/~>-])(?:/[^\s/'\"`]+){2,}/?|\b[A-Za-z]:\
 # Document data: the text and the names a dataset holds, served as stored. Only this machine's known
 # folders are taken out of it (a guide's `/etc/nginx/nginx.conf` is content, not a leak).
 _DOCUMENT_KEYS = frozenset(
-    {"snippet", "content", "text", "title", "heading_path", "path", "source_path", "file_name", "uri"}
+    {"snippet", "content", "text", "title", "heading_path", "path", "source_path", "file_name", "uri", "url"}
 )
 # JSON Schemas the SDK derives from the code (tools/list): not text, and never rewritten.
 _SCHEMA_KEYS = frozenset({"inputSchema", "outputSchema"})

@@ -5,6 +5,7 @@
     debounce.py   one re-ingest for a burst of changes
     source.py     which changes matter, how a dataset is ingested again, whether its folder is its own
     limits.py     the operator's limits, and a manifest's recorded options within them
+    refresh.py    fetched datasets (a site, a repository) fetched again on an interval (--refresh)
 
 watchfiles (the file-watching library) is imported by the Watcher's thread only, never to search.
 """

@@ -223,8 +223,8 @@ class Watcher:
                 w.info = entry.info
         for ds, entry in sorted(entries.items()):
             info = entry.info
-            if ds in self.watched or info is None or info.source is None:
-                continue
+            if ds in self.watched or info is None or info.source is None or info.source.origin is not None:
+                continue  # (a fetched site or repository is refreshed, not watched: refresh.py)
             if self.only is not None and ds not in self.only:
                 continue
             if self._refused.get(ds) == info:

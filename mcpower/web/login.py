@@ -1,10 +1,14 @@
 """Signing in from a browser: the login form, the cookie it sets, and what the gate asks of the web.
 
-The cookie holds the bearer token itself (``HttpOnly``: no script reads it; ``SameSite=Strict``:
-no other site's page sends it; ``Secure``; ``Path=/``), and every request carrying it is checked by
-the same verifier as a bearer header, so a revoked or expired token stops working at once. The
-gate accepts the cookie on the web pages only: on their paths it stands in for a missing
-``Authorization`` header, and ``/mcp`` never sees it.
+The form's token is checked by the server's verifier, as a bearer header is, and opens a sign-in
+session (server/auth/logins.py): the cookie ``__Host-mcpower_session`` holds the session's random
+id, never the token (``HttpOnly``: no script reads it; ``SameSite=Strict``: no other site's page
+sends it; ``Secure``, ``Path=/``, no ``Domain``: what ``__Host-`` demands). The gate accepts the
+session on the web pages only: on their paths it stands in for a missing bearer header, and
+``/mcp`` never looks at it. Each request judges the session again (its limits, and the token it
+was opened with), so a revoked or expired token signs its sessions out at once; logout ends the
+session on the server. Failed sign-ins spend the client address's attempts (attempts.py), as bad
+bearer tokens do.
 
 The two forms that change something (login, logout) are POSTs that must come from this server's
 own pages: the browser's ``Origin`` must be this server's (a page of another port of the same host
@@ -16,50 +20,55 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Collection
-from typing import Any, Protocol
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, quote, urlsplit
 
-from starlette.datastructures import Headers, MutableHeaders
+from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.types import Scope
 
+from mcpower.server.auth.attempts import FailedAttempts
+from mcpower.server.auth.callers import caller_of
+from mcpower.server.auth.gate import client_address, refused
+from mcpower.server.auth.logins import COOKIE, PageSessions
+from mcpower.server.auth.verifiers import Refusal, check
 from mcpower.web.render import error_page, page, secure
+
+if TYPE_CHECKING:
+    from mcp.server.auth.provider import AccessToken, TokenVerifier
 
 logger = logging.getLogger(__name__)
 
-COOKIE = "mcpower_token"
+LEGACY_COOKIE = "mcpower_token"  # earlier versions kept the token itself there: cleared at sign-in and out
 LOGIN_PATH = "/login"
 LOGOUT_PATH = "/logout"
 # A token longer than any real one is refused unread (the form's body is bounded by the gate too).
 MAX_TOKEN_CHARS = 4096
-
-
-class Verifier(Protocol):
-    def verify_token(self, token: str) -> Awaitable[Any]: ...
+# What a person is told of a token the server knows but no longer takes (they hold it: nothing leaks).
+_KNOWN = {
+    "expired": "That token has expired. Ask the server's operator for a new one.",
+    "revoked": "That token was revoked. Ask the server's operator for a new one.",
+    "not_yet_valid": "That token is not valid yet. Check this computer's clock, or try again later.",
+}
+_NOT_ACCEPTED = "That token is not accepted here. Check it and try again."
 
 
 class WebDoor:
-    """What the gate asks of the web pages: the cookie in place of a bearer header on ``paths``,
-    and a redirect to the login form for a browser that has neither."""
+    """What the gate asks of the web pages: the sign-in session in place of a bearer header on
+    ``paths``, and a redirect to the login form for a browser that has neither."""
 
-    def __init__(self, paths: Collection[str], page_paths: Collection[str]) -> None:
+    def __init__(self, paths: Collection[str], page_paths: Collection[str], sessions: PageSessions | None) -> None:
         self.paths = frozenset(paths)
         self.page_paths = frozenset(page_paths)
+        self.sessions = sessions
 
-    def admit(self, scope: Scope) -> Scope:
-        """``scope`` with the cookie's token as its bearer header, on a web path without one."""
-        if scope.get("path") not in self.paths:
-            return scope
-        headers = Headers(scope=scope)
-        if "authorization" in headers:
-            return scope
-        token = _cookie(headers.get("cookie", ""))
-        if not token:
-            return scope
-        scope = dict(scope)
-        MutableHeaders(scope=scope).append("authorization", f"Bearer {token}")
-        return scope
+    async def authenticate(self, scope: Scope) -> AccessToken | Refusal | None:
+        """The caller the request's session cookie stands for; why not; None without a cookie."""
+        session_id = _cookie(Headers(scope=scope).get("cookie", ""))
+        if not session_id or self.sessions is None:
+            return None
+        return self.sessions.find(session_id)
 
     def refusal(self, scope: Scope) -> Response | None:
         """For a page a browser GETs without a valid token: a redirect to the login form (which
@@ -125,10 +134,23 @@ def same_origin(request: Request) -> bool:
     return origin in (f"http://{host}", f"https://{host}")
 
 
+def _clear_cookies(response: Response) -> Response:
+    """``response`` telling the browser to drop the session cookie and the old token cookie."""
+    response.delete_cookie(COOKIE, path="/", secure=True, httponly=True, samesite="strict")
+    response.delete_cookie(LEGACY_COOKIE, path="/", secure=True, httponly=True, samesite="strict")
+    return response
+
+
 def login_routes(
-    verifier: Verifier | None, caller_name: Callable[[Request], str | None]
+    verifier: TokenVerifier | None,
+    caller_name: Callable[[Request], str | None],
+    sessions: PageSessions | None = None,
+    attempts: FailedAttempts | None = None,
 ) -> list[tuple[str, Callable[[Request], Awaitable[Response]], list[str]]]:
-    """The handlers of /login (GET: the form, POST: check the token, set the cookie) and /logout."""
+    """The handlers of /login (GET: the form, POST: check the token, open a session) and /logout."""
+
+    def form_again(request: Request, target: str, error: str, status: int) -> Response:
+        return page(request, "login.html", {"next": target, "error": error, "signed_in": None}, status=status)
 
     async def login_form(request: Request) -> Response:
         target = local_target(request.query_params.get("next"))
@@ -143,26 +165,46 @@ def login_routes(
         form = await _form(request)
         target = local_target(form.get("next"))
         token = (form.get("token") or "").strip()
-        if verifier is None:
+        if verifier is None or sessions is None:
             return secure(RedirectResponse(target, status_code=303))
+        address = client_address(request.scope)
+        retry = attempts.retry_after(address) if attempts is not None else 0
+        if retry:
+            refused(429, "attempts", request.scope, retry_after_s=retry)
+            message = f"Too many failed sign-ins from your address. Try again in {retry} seconds."
+            response = form_again(request, target, message, 429)
+            response.headers["retry-after"] = str(retry)
+            return response
         valid = 0 < len(token) <= MAX_TOKEN_CHARS and token.isascii() and token.isprintable() and ";" not in token
-        if not valid or await verifier.verify_token(token) is None:
-            logger.info("web.login_refused", extra={"event": "web.login_refused"})
-            data = {
-                "next": target,
-                "error": "That token is not accepted here. Check it and try again.",
-                "signed_in": None,
-            }
-            return page(request, "login.html", data, status=401)
+        verdict = await check(verifier, token) if valid else Refusal("malformed" if token else "empty_token")
+        if isinstance(verdict, Refusal):
+            if attempts is not None and not verdict.recognized and token:
+                attempts.failed(address)
+            refused(401, verdict.reason, request.scope, verdict.caller, **verdict.details)
+            return form_again(request, target, _KNOWN.get(verdict.reason, _NOT_ACCEPTED), 401)
+        caller = caller_of(verdict)
+        if caller.patterns == ():
+            refused(403, "insufficient_scope", request.scope, caller.name)
+            message = "That token reads no dataset here (a token for /metrics only?): the pages need one that does."
+            return form_again(request, target, message, 403)
+        session_id = sessions.open(verdict, token)
+        logger.info(
+            "web.signed_in",
+            extra={"event": "web.signed_in", "caller": caller.name, "client": address, "sessions": len(sessions)},
+        )
         response = RedirectResponse(target, status_code=303)
-        response.set_cookie(COOKIE, token, path="/", secure=True, httponly=True, samesite="strict")
+        response.set_cookie(COOKIE, session_id, path="/", secure=True, httponly=True, samesite="strict")
+        response.delete_cookie(LEGACY_COOKIE, path="/", secure=True, httponly=True, samesite="strict")
         return secure(response)
 
     async def logout(request: Request) -> Response:
         if not same_origin(request):
             return error_page(request, 403, "CROSS_ORIGIN", "sign out from this server's own pages")
+        session_id = _cookie(request.headers.get("cookie", ""))
+        ended = sessions.end(session_id) if sessions is not None and session_id else None
+        if ended is not None:
+            logger.info("web.signed_out", extra={"event": "web.signed_out", "caller": ended.client_id})
         response = RedirectResponse(LOGIN_PATH if verifier is not None else "/", status_code=303)
-        response.delete_cookie(COOKIE, path="/", secure=True, httponly=True, samesite="strict")
-        return secure(response)
+        return secure(_clear_cookies(response))
 
     return [(LOGIN_PATH, login_form, ["GET"]), (LOGIN_PATH, login, ["POST"]), (LOGOUT_PATH, logout, ["POST"])]

@@ -13,6 +13,7 @@ from typing import Any
 
 from mcpower.errors import NO_DATASETS_YET
 from mcpower.lookups import utc_now_iso
+from mcpower.manifest import Origin
 from mcpower.registry import Registry
 from mcpower.server.responses import Redactor
 from mcpower.store import DatasetEntry
@@ -103,6 +104,21 @@ def shown_folder(path: str, redactor: Redactor) -> str:
     return str(rel) if str(rel) != "." else "."
 
 
+def origin_row(origin: Origin, redactor: Redactor) -> dict[str, Any]:
+    """A fetched source as the page shows it: its address (a ``file://`` one's path redacted as
+    clients see paths), ref, commit, folder and when it was fetched."""
+    url = origin.url if not origin.url.startswith("file:") else "file://" + redactor.message(origin.url[7:])
+    return {
+        "kind": origin.kind,
+        "url": url,
+        "link": url if url.startswith(("http://", "https://")) else None,
+        "ref": origin.ref,
+        "commit": origin.commit,
+        "subdir": origin.subdir,
+        "fetched_at": origin.fetched_at.isoformat() if origin.fetched_at else None,
+    }
+
+
 def _staleness(entry: DatasetEntry, source: str | None) -> tuple[bool | None, str | None]:
     """Whether a ready dataset is known to be behind its files: a watched one is kept current; one
     whose source folder is gone cannot be (one stat); otherwise unknown without reading the folder
@@ -124,6 +140,7 @@ def dataset_rows(registry: Registry, entries: list[DatasetEntry], redactor: Reda
         info = e.info
         source = info.source if info is not None and e.error is None else None
         row["source"] = shown_folder(source.path, redactor) if source is not None else None
+        row["origin"] = origin_row(source.origin, redactor) if source is not None and source.origin else None
         row["created_at"] = info.created_at.isoformat() if info is not None and e.error is None else None
         row["size_bytes"] = sizes.of(e) if e.error is None else None
         row["watch_since"] = e.watch.since or None if e.watch else None
@@ -132,7 +149,8 @@ def dataset_rows(registry: Registry, entries: list[DatasetEntry], redactor: Reda
         row["last_reindex_counts"] = counts.model_dump() if counts is not None else None
         row["notes"] = [redactor.message(n) for n in e.notes]
         row.update(error_code=None, problem=None, fix=None)
-        row["stale"], row["stale_reason"] = _staleness(e, source.path if source is not None else None)
+        local = source is not None and source.origin is None  # a fetched source is as fresh as its fetch
+        row["stale"], row["stale_reason"] = _staleness(e, source.path if local and source is not None else None)
         if e.error is not None:
             meaning, fix = _PROBLEMS.get(e.error.code, _DEFAULT_PROBLEM)
             where = row["source"] or "SOURCE_FOLDER"

@@ -17,6 +17,7 @@ import anyio
 from starlette.requests import Request
 from starlette.responses import Response
 
+from mcpower.analysis import query_languages
 from mcpower.errors import McpowerError
 from mcpower.registry import Registry
 from mcpower.results import MODES
@@ -115,6 +116,8 @@ class Pages:
                 request, "search.html", data, status_of(data["error"]["code"]), caller=self.caller_name(request)
             )
         data["response"] = content
+        # Each dataset's languages: its results' words are marked as its keyword index analyses them.
+        data["languages"] = await self._run(lambda: _languages(self._visible(request)))
         next_offset = content.get("meta", {}).get("next_offset")
         data["next_url"] = (
             "/search?" + urlencode({**{k: v for k, v in form.items() if v}, "offset": next_offset})
@@ -177,3 +180,16 @@ def _doc_links(result_id: str, window: dict[str, Any], chunks: bool) -> dict[str
         "chunks": "/doc?" + urlencode(toggle),
         "json": url(format="json"),
     }
+
+
+def _languages(registry: Registry) -> dict[str, list[str] | None]:
+    """Each ready dataset's languages as its keyword index analyses them; None for one indexed
+    before analysis (its words are marked as FTS5 found them)."""
+    out: dict[str, list[str] | None] = {}
+    for e in registry.entries():
+        info = e.info
+        if info is None or e.error is not None:
+            continue
+        analysed = info.analysis is not None and info.analysis.scheme is not None
+        out[e.id] = list(query_languages(info.counts.languages)) if analysed else None
+    return out

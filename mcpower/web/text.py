@@ -14,6 +14,7 @@ import re
 
 from markupsafe import Markup, escape
 
+from mcpower.analysis import marks
 from mcpower.terms import query_terms
 
 # Bidirectional embeddings, overrides, isolates and marks; zero-width and other invisible format
@@ -58,22 +59,43 @@ def plain(text: object, limit: int = 80) -> str:
     return _HIDDEN.sub(lambda m: f"\u27e8U+{ord(m.group(0)):04X}\u27e9", cut)
 
 
-def highlight(text: object, query: str) -> Markup:
-    """``text`` as :func:`visible` shows it, with the query's words (as search counts them) in ``<mark>``."""
+def highlight(text: object, query: str, languages: list[str] | None = None) -> Markup:
+    """``text`` as :func:`visible` shows it, with the query's words (as search counts them) in ``<mark>``.
+
+    ``languages``: the result's dataset's (mcpower.analysis): its words whole, their stems as word
+    beginnings ("Pakete" marked for "Paket"), CJK character pairs anywhere (overlapping pairs make
+    one mark: 硬链 and 链接 mark 硬链接); None: the words of a dataset indexed before analysis.
+    """
     raw = "" if text is None else str(text)
-    terms = sorted(set(query_terms(query)), key=len, reverse=True)
-    if not terms or not raw:
+    pairs: tuple[str, ...] = ()
+    if languages is None:
+        patterns = [_term_pattern(t) for t in sorted(set(query_terms(query)), key=len, reverse=True)]
+    else:
+        found = marks(query, languages)
+        pairs = found.pairs
+        patterns = [
+            *(rf"(?<![^\W_]){re.escape(w)}(?![^\W_])" for w in sorted(found.words, key=len, reverse=True)),
+            *(rf"(?<![^\W_]){re.escape(s)}[^\W_]*" for s in sorted(found.stems, key=len, reverse=True)),
+        ]
+    if not (patterns or pairs) or not raw:
         return visible(raw)
-    pattern = re.compile("|".join(_term_pattern(t) for t in terms), re.IGNORECASE)
+    marked = [False] * len(raw)
+    if patterns:
+        for m in re.finditer("|".join(patterns), raw, re.IGNORECASE):
+            marked[m.start() : m.end()] = [True] * (m.end() - m.start())
+    lower = raw.lower()
+    for pair in pairs:
+        at = lower.find(pair)
+        while at >= 0:
+            marked[at : at + len(pair)] = [True] * len(pair)
+            at = lower.find(pair, at + 1)
     out: list[str] = []
-    last = 0
-    for m in pattern.finditer(raw):
-        if m.start() == m.end():
-            continue
-        out.append(visible(raw[last : m.start()]))
-        out.append(f"<mark>{visible(m.group(0))}</mark>")
-        last = m.end()
-    out.append(visible(raw[last:]))
+    start = 0
+    for end in range(1, len(raw) + 1):
+        if end == len(raw) or marked[end] != marked[start]:
+            piece = visible(raw[start:end])
+            out.append(f"<mark>{piece}</mark>" if marked[start] else str(piece))
+            start = end
     return Markup("".join(out))
 
 

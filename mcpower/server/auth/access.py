@@ -12,7 +12,6 @@ SDK's ``TransportSecuritySettings`` check the same lists again inside, by prefix
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import ipaddress
 import logging
@@ -21,11 +20,11 @@ import re
 from pathlib import Path
 
 from mcp.server.auth.provider import AccessToken
-from mcp.server.auth.settings import AuthSettings
 from mcp.server.transport_security import TransportSecuritySettings
 
 from mcpower.errors import McpowerError
-from mcpower.server.auth.callers import READ_SCOPE
+from mcpower.server.auth.callers import METRICS_SCOPE, OPERATOR, READ_SCOPE
+from mcpower.server.auth.verifiers import Refusal, Verdict, token_digest
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +45,59 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+def peer_key(host: str) -> str:
+    """The address a per-address limit counts (failed sign-ins, the connection share): an IPv4
+    address as it is; an IPv6 one by its /64, the block one host or one site is given (a host can
+    take any address of it at will); an IPv4-mapped IPv6 address as IPv4. Anything else as given."""
+    try:
+        ip = ipaddress.ip_address(host.strip("[]").partition("%")[0])
+    except ValueError:
+        return host
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ip) if ip.is_loopback else str(ipaddress.IPv6Network((ip, 64), strict=False))
+    return str(ip)
+
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def trusted_networks(values: list[str]) -> list[Network]:
+    """The reverse proxies ``MCPOWER_HTTP_TRUSTED_PROXIES`` names, as networks (an address is a /32 or /128).
+
+    Raises:
+        McpowerError: a value that is neither an address nor a network.
+    """
+    networks = []
+    for value in values:
+        try:
+            networks.append(ipaddress.ip_network(value.strip("[]"), strict=False))
+        except ValueError:
+            raise McpowerError(
+                f"MCPOWER_HTTP_TRUSTED_PROXIES: {value[:80]!r} is not an address or a network; "
+                "give your reverse proxies' addresses, e.g. 127.0.0.1 or 10.0.0.0/8"
+            ) from None
+    return networks
+
+
+def in_networks(host: str, networks: list[Network]) -> bool:
+    """Whether ``host`` (an address) is in one of ``networks``."""
+    try:
+        ip = ipaddress.ip_address(host.strip("[]").partition("%")[0])
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return any(ip in network for network in networks)
+
+
+def host_name(value: str) -> str | None:
+    """The host of a ``Host`` header value without its port (``kb.lan:8765`` -> ``kb.lan``), if it is one."""
+    address = _parse_address(value)
+    return address[0] if address is not None else None
 
 
 def load_token(token: str | None, token_file: Path | None) -> str | None:
@@ -111,26 +163,24 @@ def check_exposure(host: str, token: str | None, tokens_file: Path | None = None
 
 
 class StaticTokenVerifier:
-    """The SDK's TokenVerifier for one shared secret, compared in constant time."""
+    """The SDK's TokenVerifier for one shared secret, compared in constant time. Its caller is
+    ``token``, the operator: every dataset, and ``/metrics``."""
 
     def __init__(self, token: str) -> None:
-        self._digest = hashlib.sha256(token.encode()).digest()
+        self._digest = token_digest(token)
 
     async def verify_token(self, token: str) -> AccessToken | None:
+        verdict = self.check_digest(token_digest(token))
+        return verdict if isinstance(verdict, AccessToken) else None
+
+    async def check(self, token: str) -> Verdict:
+        return self.check_digest(token_digest(token))
+
+    def check_digest(self, offered: bytes) -> Verdict:
         # Digests have one length, so compare_digest's time says nothing about the token's length either.
-        offered = hashlib.sha256(token.encode("utf-8", "surrogateescape")).digest()
         if hmac.compare_digest(offered, self._digest):
-            return AccessToken(token="bearer", client_id="token", scopes=[READ_SCOPE])  # every dataset
-        return None
-
-
-def auth_settings() -> AuthSettings:
-    """The SDK's AuthSettings for a plain bearer token: no OAuth metadata routes are served.
-
-    ``issuer_url`` is a required field the SDK reads only with an OAuth provider or a resource
-    server URL, neither of which mcpower has.
-    """
-    return AuthSettings(issuer_url="http://127.0.0.1", resource_server_url=None)
+            return AccessToken(token="bearer", client_id=OPERATOR, scopes=[READ_SCOPE, METRICS_SCOPE])
+        return Refusal("unknown_token")
 
 
 def transport_security(host: str, allow_hosts: list[str], allow_origins: list[str]) -> TransportSecuritySettings:

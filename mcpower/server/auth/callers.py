@@ -1,11 +1,21 @@
 """Who is calling, and which datasets they may read: the one rule every HTTP entry point asks.
 
-A caller is what an access token says: its name (the token's ``client_id``: a named token's name,
-an OAuth token's client or subject) and its scopes. Dataset access is written as scopes:
+A caller is what an access token says: its name (the token's ``client_id``) and its scopes. The
+name says how the caller authenticated, so no two ways can ever name the same caller:
+
+- ``token``: the single ``MCPOWER_TOKEN`` (the operator);
+- ``<name>``: a named token (letters, digits, ``.``, ``_``, ``-``: never the separator ``:``);
+- ``oauth:<subject>``: an OAuth access token's ``sub`` (else its ``client_id``/``azp``);
+- ``local``: nobody authenticated (stdio, a loopback server without tokens).
+
+Rate-limit buckets, audit lines, metrics labels, the web pages' header and the logs all use it.
+Access is written as scopes:
 
 - ``mcpower:read`` — every dataset;
 - ``mcpower:read:<pattern>`` — the datasets whose id matches ``<pattern>`` (``fnmatch``, case-sensitive:
-  ``eng-*``, ``hr-policies``).
+  ``eng-*``, ``hr-policies``);
+- ``mcpower:metrics`` — ``GET /metrics`` (the operator's single token, a named token added with
+  ``--metrics``, an OAuth token with that scope).
 
 Every verifier (the single ``MCPOWER_TOKEN``, named tokens, OAuth access tokens) hands back an
 ``AccessToken`` in these terms, so :func:`allowed` is the only place a decision is made. Without
@@ -29,39 +39,52 @@ from mcpower.server.auth.scoped import ScopedRegistry
 from mcpower.server.auth.tokens import grants
 
 READ_SCOPE = "mcpower:read"
+METRICS_SCOPE = "mcpower:metrics"
 _READ_PREFIX = READ_SCOPE + ":"
+SEPARATOR = ":"  # between how a caller authenticated and its name there (oauth:alice)
+OAUTH_PREFIX = "oauth" + SEPARATOR
+OPERATOR = "token"  # the single MCPOWER_TOKEN's caller
 
 
 @dataclass(frozen=True)
 class Caller:
-    """A caller's name (for logs, metrics, rate limits) and the dataset patterns it may read
-    (None: every dataset)."""
+    """A caller's name (for logs, metrics, rate limits), the dataset patterns it may read (None:
+    every dataset), and whether it may read ``/metrics``."""
 
     name: str
     patterns: tuple[str, ...] | None
+    metrics: bool = False
 
 
-LOCAL = Caller("local", None)
+LOCAL = Caller("local", None, metrics=True)  # the user who started the server
 
 
-def scopes_for(patterns: Iterable[str] | None) -> list[str]:
-    """The scopes that grant ``patterns`` (None or a ``*`` among them: every dataset)."""
+def scopes_for(patterns: Iterable[str] | None, metrics: bool = False) -> list[str]:
+    """The scopes that grant ``patterns`` (None or a ``*`` among them: every dataset; empty: none),
+    and ``/metrics`` with ``metrics``."""
+    extra = [METRICS_SCOPE] if metrics else []
     if patterns is None:
-        return [READ_SCOPE]
+        return [READ_SCOPE, *extra]
     listed = list(patterns)
-    return [READ_SCOPE] if "*" in listed else [_READ_PREFIX + p for p in listed]
+    return [READ_SCOPE, *extra] if "*" in listed else [*(_READ_PREFIX + p for p in listed), *extra]
+
+
+def oauth_caller(subject: str) -> str:
+    """The caller name of an OAuth access token's subject: never a named token's or the operator's."""
+    return OAUTH_PREFIX + subject
 
 
 def caller_of(token: AccessToken | None) -> Caller:
     """The caller an access token stands for; :data:`LOCAL` without one."""
     if token is None:
         return LOCAL
+    metrics = METRICS_SCOPE in token.scopes
     if READ_SCOPE in token.scopes:
-        return Caller(token.client_id, None)
+        return Caller(token.client_id, None, metrics)
     patterns = tuple(
         s[len(_READ_PREFIX) :] for s in token.scopes if s.startswith(_READ_PREFIX) and len(s) > len(_READ_PREFIX)
     )
-    return Caller(token.client_id, patterns)
+    return Caller(token.client_id, patterns, metrics)
 
 
 def current_caller() -> Caller:

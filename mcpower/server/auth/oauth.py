@@ -11,19 +11,24 @@ find through the protected resource metadata served here, RFC 9728). A token is 
 - ``iss`` is the issuer, ``aud`` is (or lists) the audience: this server's resource URL unless
   ``--audience`` says otherwise; ``exp`` is present and, like ``nbf`` and ``iat``, holds within
   :data:`LEEWAY_S`;
+- ``exp``, ``nbf`` and ``iat``, where present, are JSON numbers (PyJWT would take the text
+  ``"1900000000"`` for one: refused here, ``claim_type``);
 - it names a subject (``sub``, else ``client_id`` or ``azp``), and is at most :data:`MAX_TOKEN_CHARS`.
 
-The caller (callers.py) is named by ``sub`` — the person or, for a client-credentials token, the
-client — so logs, metrics and rate limits count people, not the app they use. Its datasets are its
-scopes: the ``scope`` claim (space-separated) and ``scp`` (a list or string), of which only
-``mcpower:read`` (every dataset) and ``mcpower:read:<pattern>`` count; with ``--datasets-claim NAME``
-the patterns listed in that claim count too. A good token with none of these is refused with
-``403 insufficient_scope`` (gate.py), so an OAuth client can ask for the scope and try again.
+The caller (callers.py) is named ``oauth:<sub>`` — the person or, for a client-credentials token,
+the client — so logs, metrics and rate limits count people, not the app they use, and no OAuth
+subject can take a named token's name or budget. Its datasets are its scopes: the ``scope`` claim
+(space-separated) and ``scp`` (a list or string), of which only ``mcpower:read`` (every dataset)
+and ``mcpower:read:<pattern>`` count; with ``--datasets-claim NAME`` the patterns listed in that
+claim count too; ``mcpower:metrics`` lets it read ``/metrics``. A good token with no dataset is
+refused with ``403 insufficient_scope`` (gate.py), so an OAuth client can ask for the scope and try
+again. A refused token is answered ``401`` and logged by the gate with the reason (:meth:`JwtVerifier.check`).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -41,8 +46,9 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcpower.errors import McpowerError
-from mcpower.server.auth.callers import READ_SCOPE
+from mcpower.server.auth.callers import METRICS_SCOPE, READ_SCOPE, oauth_caller
 from mcpower.server.auth.jwks import FETCH_TIMEOUT_S, KEYS_TTL_S, REFETCH_INTERVAL_S, JwksError, KeyCache, check_url
+from mcpower.server.auth.verifiers import Refusal, Verdict
 
 logger = logging.getLogger(__name__)
 
@@ -129,7 +135,7 @@ def metadata_endpoint(options: OAuthOptions, resource: str) -> Callable[[Request
         {
             "resource": resource,
             "authorization_servers": [options.issuer],
-            "scopes_supported": [READ_SCOPE],
+            "scopes_supported": [READ_SCOPE],  # not metrics: clients ask for every scope listed here
             "resource_name": "mcpower",
             "bearer_methods_supported": ["header"],
         }
@@ -168,23 +174,28 @@ class JwtVerifier:
         )
 
     async def verify_token(self, token: str) -> AccessToken | None:
+        verdict = await self.check(token)
+        return verdict if isinstance(verdict, AccessToken) else None
+
+    async def check(self, token: str) -> Verdict:
+        """The caller ``token`` stands for, or why it is refused (module docstring: the rules)."""
         if len(token) > MAX_TOKEN_CHARS:
-            return _refused("too_large")
+            return Refusal("too_large")
         try:
             header = jwt.get_unverified_header(token)
         except jwt.InvalidTokenError:
-            return _refused("malformed")
+            return Refusal("malformed")
         alg, kid = header.get("alg"), header.get("kid")
         if alg not in ALGORITHMS:
-            return _refused("algorithm", alg=str(alg)[:20])
+            return Refusal("algorithm", rank=1, details={"alg": str(alg)[:20]})
         if kid is not None and not isinstance(kid, str):
-            return _refused("malformed")
+            return Refusal("malformed", rank=1)
         jwk = await self.keys.key(kid)
         if jwk is None:
-            return _refused("unknown_key", kid=str(kid)[:64])
+            return Refusal("unknown_key", rank=1, details={"kid": str(kid)[:64]})
         key = _key_for(jwk, alg)
         if key is None:
-            return _refused("key_type", alg=alg, kid=str(kid)[:64])
+            return Refusal("key_type", rank=1, details={"alg": alg, "kid": str(kid)[:64]})
         try:
             claims = jwt.decode(
                 token,
@@ -196,14 +207,20 @@ class JwtVerifier:
                 options={"require": ["exp", "iss", "aud"]},
             )
         except jwt.InvalidTokenError as e:
-            return _refused(_REASONS.get(type(e), "invalid"))
-        name = next((v for c in ("sub", "client_id", "azp") if isinstance(v := claims.get(c), str) and v), None)
+            reason = _REASONS.get(type(e), "invalid")
+            if reason in _AFTER_SIGNATURE:  # PyJWT checks the claims only once the signature holds
+                return Refusal.known(reason, _subject_of(token))
+            return Refusal(reason, rank=1)
+        name = _name_in(claims)
         if name is None:
-            return _refused("no_subject")
+            return Refusal.known("no_subject", None)
+        odd = [c for c in ("exp", "nbf", "iat") if c in claims and not _is_time(claims[c])]
+        if odd:  # PyJWT takes "1900000000" for a number; RFC 7519 says a NumericDate is a JSON number
+            return Refusal.known("claim_type", oauth_caller(name[:200]), claims=",".join(odd))
         client = next((v for c in ("client_id", "azp") if isinstance(v := claims.get(c), str)), None)
         return AccessToken(
             token="jwt",  # the secret itself is kept nowhere
-            client_id=name[:200],
+            client_id=oauth_caller(name[:200]),
             scopes=self._scopes(claims),
             expires_at=int(claims["exp"]) + LEEWAY_S,
             resource=self.resource,
@@ -217,7 +234,8 @@ class JwtVerifier:
         scopes = [s for s in found if s == READ_SCOPE or s.startswith(_READ_PREFIX)]
         if self.options.datasets_claim:
             scopes += [_READ_PREFIX + p for p in _words(claims.get(self.options.datasets_claim))]
-        return list(dict.fromkeys(s for s in scopes if has_read_scope([s])))
+        granted = [s for s in scopes if has_read_scope([s])]
+        return list(dict.fromkeys([*granted, *([METRICS_SCOPE] if METRICS_SCOPE in found else [])]))
 
 
 class IssuerCheck:
@@ -295,9 +313,24 @@ _REASONS: dict[type[Exception], str] = {
     jwt.MissingRequiredClaimError: "missing_claim",
     jwt.DecodeError: "malformed",
 }
+# Refusals PyJWT makes after the signature held: the token is the issuer's, its subject is real.
+_AFTER_SIGNATURE = frozenset({"expired", "not_yet_valid", "audience", "issuer", "missing_claim"})
 
 
-def _refused(reason: str, **details: str) -> AccessToken | None:
-    """None (the token is refused), logged with why; never the token itself."""
-    logger.info("oauth.refused: %s", reason, extra={"event": "oauth.refused", "reason": reason, **details})
-    return None
+def _name_in(claims: dict[str, Any]) -> str | None:
+    """Who the token is for: ``sub``, else ``client_id`` or ``azp``."""
+    return next((v for c in ("sub", "client_id", "azp") if isinstance(v := claims.get(c), str) and v), None)
+
+
+def _subject_of(token: str) -> str | None:
+    """The caller a token names, read without checking it again (its signature has held)."""
+    try:
+        name = _name_in(jwt.decode(token, options={"verify_signature": False}))
+    except (jwt.InvalidTokenError, ValueError, TypeError):
+        return None
+    return oauth_caller(name[:200]) if name is not None else None
+
+
+def _is_time(value: object) -> bool:
+    """Whether a claim is a NumericDate: a JSON number (not text, not a boolean), finite."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)

@@ -1,6 +1,6 @@
 """Fairness between callers: a request rate and a number of searches in flight, per caller name.
 
-Each caller (``callers.Caller.name``: the token's name, an OAuth client or subject, ``local``
+Each caller (``callers.Caller.name``: a named token's name, ``oauth:<subject>``, ``token``, ``local``
 without authentication) has a token bucket: ``rate`` requests a second on average, ``burst`` at
 once. It also has at most ``max_searches`` search calls in flight. A request over either limit is
 answered with ``429 Too Many Requests``, a ``Retry-After`` in whole seconds and a JSON-RPC error
@@ -96,7 +96,7 @@ class Buckets:
         if bucket is None:
             bucket = _Bucket(float(self.burst), now)
         else:
-            bucket.tokens = min(float(self.burst), bucket.tokens + (now - bucket.at) * self.rate)
+            bucket.tokens = min(float(self.burst), bucket.tokens + max(0.0, now - bucket.at) * self.rate)
             bucket.at = now
         self._buckets[key] = bucket  # now the most recently used
         while len(self._buckets) > self.max_keys:
@@ -105,6 +105,14 @@ class Buckets:
             bucket.tokens -= 1.0
             return 0.0
         return (1.0 - bucket.tokens) / self.rate
+
+    def peek(self, key: str) -> float:
+        """The seconds until ``key`` has a token (0.0: it has one now), taking none."""
+        bucket = self._buckets.get(key)
+        if bucket is None:
+            return 0.0
+        tokens = min(float(self.burst), bucket.tokens + max(0.0, self.clock() - bucket.at) * self.rate)
+        return 0.0 if tokens >= 1.0 else (1.0 - tokens) / self.rate
 
     def _drop_refilled(self, now: float) -> None:
         """Forget the least recently used buckets that are full again: they would start full anyway."""

@@ -3,7 +3,8 @@
 One JSON document, written by `mcpower token add` / `revoke` (atomically, mode 0600)::
 
     {"version": 1, "tokens": [{"name": "alice", "sha256": "<64 hex digits>", "datasets": ["eng-*"],
-      "created": "2026-11-26T18:00:00Z", "expires": "2026-12-26T18:00:00Z"}]}
+      "created": "2026-11-26T18:00:00Z", "expires": "2026-12-26T18:00:00Z"},
+     {"name": "prom", "sha256": "...", "datasets": [], "metrics": true, "created": "...", "expires": null}]}
 
 It holds the SHA-256 of each secret, never the secret: the secrets are 256 random bits (``mcpw_`` and
 43 URL-safe characters), so their hash cannot be reversed or guessed, and a salt or a slow hash
@@ -11,8 +12,11 @@ It holds the SHA-256 of each secret, never the secret: the secrets are 256 rando
 access; writing it does, so a file others can write is refused (:func:`check_access`).
 
 ``datasets`` are dataset ids or ``fnmatch`` patterns of them (``*`` and ``?``; ``*`` alone: every
-dataset); the server turns them into scopes (callers.scopes_for). ``expires`` is optional. Nothing
-here imports the MCP SDK: the CLI's `token` commands use this module alone.
+dataset); the server turns them into scopes (callers.scopes_for). ``metrics`` (optional, false by
+default) lets the token read ``/metrics``; a token with it may name no dataset (a scraper's: it
+reads the metrics and nothing else). ``expires`` is optional. A name never holds ``:``, which
+separates the other kinds of callers' names (``oauth:alice``). Nothing here imports the MCP SDK:
+the CLI's `token` commands use this module alone.
 """
 
 from __future__ import annotations
@@ -59,6 +63,7 @@ class NamedToken:
     datasets: tuple[str, ...]
     created: datetime
     expires: datetime | None = None
+    metrics: bool = False  # may read /metrics
 
     def expired(self, now: datetime | None = None) -> bool:
         return self.expires is not None and self.expires <= (now or datetime.now(timezone.utc))
@@ -70,6 +75,7 @@ class NamedToken:
             "datasets": list(self.datasets),
             "created": _iso(self.created),
             "expires": _iso(self.expires) if self.expires else None,
+            **({"metrics": True} if self.metrics else {}),
         }
 
 
@@ -91,17 +97,21 @@ def check_name(name: str) -> str:
     if not (_NAME.fullmatch(name) and len(name) <= MAX_NAME_CHARS) or name in RESERVED_NAMES:
         raise McpowerError(
             f"{name[:80]!r} cannot name a token: use up to {MAX_NAME_CHARS} letters, digits, '.', '_' or '-', "
-            f"starting with a letter or digit, and not {' or '.join(sorted(RESERVED_NAMES))}"
+            f"starting with a letter or digit (no ':', which OAuth callers' names hold), "
+            f"and not {' or '.join(sorted(RESERVED_NAMES))}"
         )
     return name
 
 
-def check_patterns(patterns: Iterable[str]) -> tuple[str, ...]:
-    """The dataset patterns, each once, in order. Raises McpowerError: none, or one that no dataset
-    id could match (ids are lower-case letters, digits and '-', up to 64)."""
+def check_patterns(patterns: Iterable[str], metrics: bool = False) -> tuple[str, ...]:
+    """The dataset patterns, each once, in order. Raises McpowerError: none (unless the token is for
+    ``metrics``), or one that no dataset id could match (ids are lower-case letters, digits and '-', up to 64)."""
     out = tuple(dict.fromkeys(patterns))
-    if not out:
-        raise McpowerError("give the datasets the token may read: --datasets ID or a pattern like 'eng-*' ('*': all)")
+    if not out and not metrics:
+        raise McpowerError(
+            "give the datasets the token may read: --datasets ID or a pattern like 'eng-*' ('*': all); "
+            "or --metrics for a token that reads /metrics only"
+        )
     for p in out:
         if not (_PATTERN.fullmatch(p) and len(p) <= 64):
             raise McpowerError(
@@ -282,13 +292,16 @@ def _token(entry: object, index: int) -> NamedToken:
         raise ValueError(f"token {name!r}: sha256 is not 64 lower-case hex digits")
     if not isinstance(datasets, list) or not all(isinstance(d, str) for d in datasets):
         raise ValueError(f"token {name!r}: datasets is not a list of ids and patterns")
-    expires = entry.get("expires")
+    expires, metrics = entry.get("expires"), entry.get("metrics", False)
+    if not isinstance(metrics, bool):
+        raise ValueError(f"token {name!r}: metrics is not true or false")
     return NamedToken(
         name=name,
         sha256=sha,
-        datasets=check_patterns(datasets),
+        datasets=check_patterns(datasets, metrics),
         created=_parse_time(entry.get("created"), f"token {name!r}: created"),
         expires=None if expires is None else _parse_time(expires, f"token {name!r}: expires"),
+        metrics=metrics,
     )
 
 

@@ -13,7 +13,7 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mcpower.checksums import FileHashes
 from mcpower.errors import DatasetUnavailableError, InvalidManifestError, McpowerError
@@ -38,10 +38,29 @@ from mcpower.manifest import (
     read_manifest_json,
 )
 from mcpower.store import DatasetBuild, DatasetEntry, unexpected_error
-from mcpower.store.original import OriginalInfo, file_stamps, is_original_manifest, read_info, upgrade_note
 
 if TYPE_CHECKING:  # the store pulls in numpy and FAISS: imported when a dataset is opened, not to list them
     from mcpower.store.local.store import LocalStore
+    from mcpower.store.original import OriginalInfo
+
+
+def _original(info: DatasetInfo | None) -> OriginalInfo | None:
+    """``info`` if it describes a dataset of the original format (store/original/, imported only
+    for such a dataset: its pydantic models took ~5 ms of every `serve` and `search` start)."""
+    if info is None or info.format != "original":
+        return None
+    from mcpower.store.original import OriginalInfo
+
+    return info if isinstance(info, OriginalInfo) else None
+
+
+def read_info(folder: Path, data: dict[str, Any], hashes: FileHashes) -> tuple[OriginalInfo, object]:
+    """The info of a dataset of the original format and its files' stamps (store.original.read_info,
+    imported when such a dataset is found)."""
+    from mcpower.store.original import read_info as read
+
+    return read(folder, data, hashes)
+
 
 logger = logging.getLogger(__name__)
 
@@ -99,7 +118,9 @@ class LocalCatalog:
                     for name in leftover_staging(entry.handle)
                 ]
                 entry.watch = read_watch(entry.handle)
-                if isinstance(entry.info, OriginalInfo):
+                if _original(entry.info) is not None:
+                    from mcpower.store.original import upgrade_note
+
                     entry.notes.append(upgrade_note(entry.location))
         for folder, manifest in misnamed:
             # Under the id it claims (so a search for that id explains), unless a dataset has it.
@@ -140,6 +161,8 @@ class LocalCatalog:
         try:
             return stamp, read_manifest(path)
         except InvalidManifestError:
+            from mcpower.store.original import is_original_manifest
+
             data = read_manifest_json(path)  # not mcpower's; the original format's? (re-read: at most 10 KB)
             if not is_original_manifest(data):
                 raise
@@ -150,17 +173,21 @@ class LocalCatalog:
         """The mark that changes when the dataset changes: its manifest's stamp, and for the
         original format its files' stamps too (the format has no manifest to republish)."""
         stamp = stamp_of(path)
-        if isinstance(info, OriginalInfo):
-            return stamp, file_stamps(path.parent, info.metadata, info.index_file)
+        original = _original(info)
+        if original is not None:
+            from mcpower.store.original import file_stamps
+
+            return stamp, file_stamps(path.parent, original.metadata, original.index_file)
         return stamp
 
     def open(self, entry: DatasetEntry) -> LocalStore:
         from mcpower.store.local.store import open_store
 
-        if isinstance(entry.info, OriginalInfo) and isinstance(entry.handle, Path):
+        original = _original(entry.info)
+        if original is not None and isinstance(entry.handle, Path):
             from mcpower.store.original.store import open_original
 
-            return open_original(entry.handle, entry.info, self._hashes)
+            return open_original(entry.handle, original, self._hashes)
         if not isinstance(entry.info, Manifest) or not isinstance(entry.handle, Path):
             raise DatasetUnavailableError(f"{entry.id}: not a dataset of this folder")  # pragma: no cover
         return open_store(entry.handle, entry.info, hashes=self._hashes)
@@ -212,17 +239,22 @@ class LocalCatalog:
         def write(staging: Path, version: str) -> Manifest:
             ids = np.asarray([c.id for c in build.chunks], dtype=np.int64)
             try:
-                write_metadata(staging / METADATA_FILE, build.documents, build.chunks)
+                analysed = info.analysis is not None and info.analysis.scheme is not None
+                write_metadata(staging / METADATA_FILE, build.documents, build.chunks, analysed=analysed)
                 index_info = write_vectors(staging / INDEX_FILE, ids, build.vectors)
             except (sqlite3.Error, RuntimeError) as e:  # FAISS reports write failures as RuntimeError
                 raise write_error(info.id, e) from e
+            floats = index_info.pop("vectors_file", None)  # the exact vectors of an hnsw_sq index
             return Manifest(
                 **info.model_dump(),
                 index=f"{version}/{INDEX_FILE}",
                 metadata=f"{version}/{METADATA_FILE}",
+                vectors=f"{version}/{floats}" if floats else None,
                 vector_index=VectorIndexInfo(**index_info),
                 checksums=Checksums(
-                    index=sha256_file(staging / INDEX_FILE), metadata=sha256_file(staging / METADATA_FILE)
+                    index=sha256_file(staging / INDEX_FILE),
+                    metadata=sha256_file(staging / METADATA_FILE),
+                    vectors=sha256_file(staging / floats) if floats else None,
                 ),
             )
 
@@ -242,6 +274,8 @@ class LocalCatalog:
 
 def _is_original(path: Path) -> bool:
     """Whether ``path`` is a manifest of the original format."""
+    from mcpower.store.original import is_original_manifest
+
     try:
         return is_original_manifest(read_manifest_json(path))
     except McpowerError:

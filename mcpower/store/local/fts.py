@@ -18,6 +18,10 @@ from mcpower.terms import CJK_CHAR, STOPWORDS, TERM
 
 # Porter stemming on top of unicode61: +0.015 nDCG@10 for keyword search on Cranfield (docs/search.md).
 FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
+# A dataset analysed by mcpower.analysis stores its terms separated by spaces; FTS5's ascii tokenizer
+# splits at spaces (and ASCII punctuation, which terms never hold) and keeps every other character,
+# so each stored term is exactly one FTS5 token.
+ANALYSED_TOKENIZER = "ascii"
 MAX_TERMS = 64  # a 1024-char query has at most a few hundred words; the rest add nothing
 
 

@@ -129,6 +129,12 @@ def read_postings(db: sqlite3.Connection, terms: Sequence[str]) -> list[tuple[by
     return [row for t in terms if (row := db.execute(sql, (t,)).fetchone())]
 
 
+def read_postings_by_term(db: sqlite3.Connection, terms: Sequence[str]) -> dict[str, tuple[bytes, bytes]]:
+    """The (chunk rows, impacts) blobs of those ``terms`` the index holds, by term."""
+    sql = f"SELECT chunk_rows, impacts FROM {POSTINGS} WHERE term = ?"
+    return {t: row for t in terms if (row := db.execute(sql, (t,)).fetchone())}
+
+
 @dataclass(frozen=True)
 class KeywordHits:
     """Every chunk a keyword query matched, with its BM25 score (> 0); ids ascending."""

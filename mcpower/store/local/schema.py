@@ -13,7 +13,7 @@ from dataclasses import fields
 from typing import Any, TypeVar
 
 from mcpower.store import ChunkHit, ChunkRow, DocumentRow
-from mcpower.store.local.fts import FTS_TOKENIZER
+from mcpower.store.local.fts import ANALYSED_TOKENIZER, FTS_TOKENIZER
 
 INDEX_FILE = "index.faiss"
 METADATA_FILE = "meta.sqlite"
@@ -31,7 +31,7 @@ PAGE_COLUMNS = ("page_start", "page_end")
 # pages; language undetermined (written before languages were detected).
 OPTIONAL_COLUMNS = {"page_start": "NULL", "page_end": "NULL", "language": "'und'"}
 
-SCHEMA = f"""
+TABLES = f"""
 CREATE TABLE {DOCUMENTS} (
     id INTEGER PRIMARY KEY,
     path TEXT NOT NULL UNIQUE,
@@ -56,10 +56,20 @@ CREATE TABLE {CHUNKS} (
     language TEXT NOT NULL DEFAULT 'und',
     UNIQUE (document_id, ordinal)
 );
-CREATE VIRTUAL TABLE {FTS} USING fts5(
-    {", ".join(FTS_COLUMNS)}, content='', tokenize='{FTS_TOKENIZER}'
-);
 """
+
+
+def schema(analysed: bool) -> str:
+    """The database's tables. ``analysed``: the FTS5 index holds terms mcpower.analysis made (its
+    tokenizer only splits them apart); else FTS5's Porter tokenizer makes them, as before analysis."""
+    tokenizer = ANALYSED_TOKENIZER if analysed else FTS_TOKENIZER
+    return (
+        TABLES
+        + f"CREATE VIRTUAL TABLE {FTS} USING fts5({', '.join(FTS_COLUMNS)}, content='', tokenize='{tokenizer}');\n"
+    )
+
+
+SCHEMA = schema(analysed=False)
 POSTINGS_SCHEMA = f"""
 CREATE TABLE {POSTINGS} (
     term TEXT PRIMARY KEY,

@@ -11,24 +11,25 @@ import logging
 import os
 import sqlite3
 import stat
-import threading
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from mcpower.analysis import query_languages, query_terms
 from mcpower.checksums import FileHashes
 from mcpower.errors import IndexMismatchError, InvalidManifestError
 from mcpower.layout import resolve_inside
 from mcpower.manifest import DatasetInfo, Manifest
-from mcpower.results import SearchFilters, normalize_rel
+from mcpower.results import SearchFilters
 from mcpower.store import ChunkHit, ChunkRow, DocumentRow, DocumentSummary
 from mcpower.store.faiss_file import check_index_file
+from mcpower.store.local.filters import FilterCache
 from mcpower.store.local.fts import query_phrases
-from mcpower.store.local.keyword import COLUMN_WEIGHTS, KeywordHits, chunk_ids, combine, read_postings
+from mcpower.store.local.keyword import COLUMN_WEIGHTS, chunk_ids, read_postings_by_term
 from mcpower.store.local.pool import ConnectionPool
+from mcpower.store.local.postings import PostingsCache, RankedMatches, fts_postings, postings_of
 from mcpower.store.local.schema import (
     CHUNKS,
     DOCUMENTS,
@@ -39,17 +40,12 @@ from mcpower.store.local.schema import (
     missing_columns,
     select_sql,
 )
+from mcpower.store.local.vectors import VectorFile, VectorSide
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
 logger = logging.getLogger(__name__)
-
-# With a filter this selective, HNSW's graph walk may miss; score the few allowed vectors exactly.
-EXACT_FILTER_MAX = 8192
-# Filters whose allowed chunks are remembered (a search asks for both candidate lists, and
-# clients repeat filters); each entry is one int64 per allowed chunk.
-FILTER_CACHE_SIZE = 16
 
 
 class LocalStore:
@@ -69,10 +65,13 @@ class LocalStore:
         postings: bool,
         missing: frozenset[str] = frozenset(),
         hnsw: bool = False,
+        floats: VectorFile | None = None,
     ) -> None:
         self.manifest = manifest  # a Manifest, or the DatasetInfo of a store built in memory (store/original/)
         self.folder = folder
         self._index = index
+        # The vector side: FAISS, and an hnsw_sq version's exact vectors (vectors.py).
+        self._vectors = VectorSide(index, ids, floats, hnsw)
         # A lone connection serves its readers in turn; a pool opens one per concurrent reader.
         self._db = db if isinstance(db, ConnectionPool) else ConnectionPool(None, db)
         self._ids = ids  # every chunk id, ascending: the rows of the keyword postings
@@ -80,9 +79,14 @@ class LocalStore:
         # Chunk columns a database written before them lacks (pages, language): read as their defaults.
         self._missing = missing
         self._hit_sql = hit_sql(missing)
-        self._hnsw = hnsw  # an approximate index: a selective filter is scored exactly instead
-        self._lock = threading.Lock()  # guards the filter cache
-        self._allowed_cache: dict[SearchFilters, NDArray[np.int64]] = {}
+        self._filters = FilterCache(ids, self._db)  # the chunks each recent filter allows
+        self._postings_cache = PostingsCache()  # the common terms' long postings, once read
+        # The languages a query is analysed under (the dataset's), or None: the keyword index was
+        # made by FTS5's tokenizer (a dataset written before analysis, or of the original format).
+        analysis = manifest.analysis
+        self._languages = (
+            query_languages(manifest.counts.languages) if analysis is not None and analysis.scheme is not None else None
+        )
 
     @property
     def info(self) -> DatasetInfo:
@@ -94,6 +98,7 @@ class LocalStore:
 
     def close(self) -> None:
         self._db.close()
+        self._vectors.close()
 
     # -- search
 
@@ -101,45 +106,27 @@ class LocalStore:
         self, vector: NDArray[np.float32], k: int, where: SearchFilters | None = None
     ) -> list[tuple[int, float]]:
         """Up to ``k`` (chunk id, cosine) pairs, best first, among the chunks ``where`` allows."""
-        import faiss
+        return self._vectors.search(vector, k, self._filters.allowed(where))
 
-        if self._index.ntotal == 0:
-            return []
-        q = np.ascontiguousarray(vector.reshape(1, -1), dtype=np.float32)
-        params: Any = None
-        allowed = self._allowed(where)
-        if allowed is not None:
-            if not len(allowed):
-                return []
-            if len(allowed) <= EXACT_FILTER_MAX and self._hnsw:
-                vecs = np.vstack([self._index.reconstruct(int(i)) for i in allowed])
-                sims = vecs @ q[0]
-                order = np.argsort(-sims)[:k]
-                return self._clean(allowed[order].tolist(), sims[order])
-            selector = faiss.IDSelectorBatch(allowed)
-            params = faiss.SearchParameters()
-            params.sel = selector  # SWIG keeps no reference: `selector` must outlive the search
-        k = min(k, self._index.ntotal)
-        with _one_omp_thread(faiss):
-            scores, ids = self._index.search(q, k, params=params)
-        return self._clean(ids[0].tolist(), scores[0])
-
-    def _clean(self, ids: Sequence[int], scores: NDArray[np.float32]) -> list[tuple[int, float]]:
-        # FAISS pads with -1 and a damaged index could return anything: keep finite scores only.
-        return [(int(i), float(s)) for i, s in zip(ids, scores) if i >= 0 and np.isfinite(s)]
-
-    def keyword(self, query: str, where: SearchFilters | None = None) -> KeywordHits:
-        """Every chunk ``where`` allows that holds a term of ``query``, with its BM25 (as FTS5 scores it).
+    def keyword(self, query: str, where: SearchFilters | None = None) -> RankedMatches:
+        """Every chunk ``where`` allows that holds a term of ``query``, with its BM25 (as FTS5 scores
+        it), scored as far as asked (postings.py: the top k by MaxScore, or given chunks' scores).
 
         Raises:
             IndexMismatchError: the postings do not fit the chunk table.
         """
-        phrases = query_phrases(query)
-        single = [p.tokens[0] for p in phrases if self._postings and len(p.tokens) == 1]
-        by_fts = [p.fts for p in phrases if not (self._postings and len(p.tokens) == 1)]
-        allowed = self._allowed(where)
+        if self._languages is not None:  # analysed: every term is one token, scored from its postings
+            terms = query_terms(query, self._languages)
+            single = terms if self._postings else []
+            by_fts = [] if self._postings else [f'"{t}"' for t in terms]
+        else:  # indexed by FTS5's Porter tokenizer: the query is tokenized by it too
+            phrases = query_phrases(query)
+            single = [p.tokens[0] for p in phrases if self._postings and len(p.tokens) == 1]
+            by_fts = [p.fts for p in phrases if not (self._postings and len(p.tokens) == 1)]
+        allowed = self._filters.allowed(where)
+        known = {t: found for t in single if (found := self._postings_cache.get(t)) is not None}
         with self._db.connection() as db:
-            postings = read_postings(db, single)
+            blobs = read_postings_by_term(db, [t for t in dict.fromkeys(single) if t not in known])
             fts_scores = (
                 db.execute(
                     f"SELECT rowid, -bm25({FTS}, ?, ?, ?) FROM {FTS} WHERE {FTS} MATCH ?",
@@ -148,32 +135,17 @@ class LocalStore:
                 if by_fts
                 else []
             )
-        mask = None
-        if allowed is not None:
-            mask = np.zeros(len(self._ids), dtype=bool)
-            mask[np.searchsorted(self._ids, allowed)] = True
         try:
-            return combine(self._ids, postings, fts_scores, mask)
+            for term, pair in blobs.items():
+                known[term] = postings_of(pair, len(self._ids))
+                self._postings_cache.put(term, known[term])
+            lists = [known[t] for t in single if t in known]  # in query order, as combine() adds them
+            if fts_scores:
+                lists.append(fts_postings(self._ids, fts_scores))
         except ValueError as e:
             source = self.manifest.metadata if isinstance(self.manifest, Manifest) else "keyword index"
             raise IndexMismatchError(f"{self.id}: {source}: {e}; re-run `mcpower ingest`") from e
-
-    def _allowed(self, where: SearchFilters | None) -> NDArray[np.int64] | None:
-        """Ids of the chunks whose document passes ``where`` (None: no filter, all pass)."""
-        if where is None or not where.active:
-            return None
-        with self._lock:
-            cached = self._allowed_cache.get(where)
-        if cached is None:
-            sql, args = _filter_sql(where)
-            with self._db.connection() as db:
-                rows = db.execute(f"SELECT c.id FROM {CHUNKS} c JOIN {DOCUMENTS} d ON d.id = c.document_id {sql}", args)
-                cached = np.fromiter((i for (i,) in rows), dtype=np.int64)
-            with self._lock:
-                if len(self._allowed_cache) >= FILTER_CACHE_SIZE:
-                    self._allowed_cache.pop(next(iter(self._allowed_cache)))  # the oldest
-                self._allowed_cache[where] = cached
-        return cached
+        return RankedMatches(self._ids, lists, allowed.rows if allowed is not None else None)
 
     # -- lookups
 
@@ -240,41 +212,7 @@ class LocalStore:
         """The stored vectors of these chunk ids, in order."""
         if not ids:
             return np.zeros((0, self.manifest.embedding.dimension), dtype=np.float32)
-        return np.vstack([self._index.reconstruct(int(i)) for i in ids]).astype(np.float32)
-
-
-@contextmanager
-def _one_omp_thread(faiss: Any) -> Iterator[None]:
-    """Run this thread's FAISS calls on one OpenMP thread, then restore its setting.
-
-    One query is searched on one thread anyway (flat search splits the work by query, HNSW too);
-    the only parallel region left is IndexIDMap's relabelling of the k results, and waking a second
-    thread for it cost ~30 ms p50 on a busy 2-CPU machine against 0.8 ms without (benchmarks/run.py).
-    OpenMP's thread count belongs to the calling thread, so index builds elsewhere keep theirs.
-    """
-    threads = faiss.omp_get_max_threads()
-    faiss.omp_set_num_threads(1)
-    try:
-        yield
-    finally:
-        faiss.omp_set_num_threads(threads)
-
-
-def _filter_sql(filters: SearchFilters) -> tuple[str, list[Any]]:
-    clauses: list[str] = []
-    args: list[Any] = []
-    if filters.path:
-        clauses.append("d.path = ?")
-        args.append(normalize_rel(filters.path))
-    if filters.folder and normalize_rel(filters.folder):
-        folder = normalize_rel(filters.folder) + "/"
-        clauses.append("substr(d.path, 1, ?) = ?")
-        args += [len(folder), folder]
-    if filters.file_type:
-        ft = filters.file_type.lower()
-        clauses.append("d.file_type = ?")
-        args.append(ft if ft.startswith(".") else "." + ft)
-    return ("WHERE " + " AND ".join(clauses) if clauses else ""), args
+        return self._vectors.vectors(ids)
 
 
 def open_store(folder: Path, manifest: Manifest, verify: bool = True, hashes: FileHashes | None = None) -> LocalStore:
@@ -319,7 +257,7 @@ def open_store(folder: Path, manifest: Manifest, verify: bool = True, hashes: Fi
             index = faiss.read_index(index_fd.name)
         except Exception as e:  # faiss raises RuntimeError with C++ text for any corruption
             raise IndexMismatchError(f"{name}: {manifest.index} is not a readable FAISS index") from e
-        if manifest.vector_index.kind == "hnsw" and manifest.vector_index.ef_search:
+        if manifest.vector_index.kind in ("hnsw", "hnsw_sq") and manifest.vector_index.ef_search:
             hnsw: Any = faiss.downcast_index(index.index)
             hnsw.hnsw.efSearch = manifest.vector_index.ef_search
         db: sqlite3.Connection | None = None
@@ -344,7 +282,35 @@ def open_store(folder: Path, manifest: Manifest, verify: bool = True, hashes: Fi
             f"{name}: counts disagree (index {index.ntotal} vectors, database {n_chunks} chunks / "
             f"{n_docs} documents, manifest {manifest.counts.chunks} / {manifest.counts.documents})"
         )
-    return LocalStore(manifest, folder, index, pool, ids, postings, missing, hnsw=manifest.vector_index.kind == "hnsw")
+    try:
+        floats = _open_floats(folder, manifest, hashes, verify)
+        return LocalStore(
+            manifest, folder, index, pool, ids, postings, missing, manifest.vector_index.kind != "flat", floats
+        )
+    except BaseException:
+        pool.close()
+        raise
+
+
+def _open_floats(folder: Path, manifest: Manifest, hashes: FileHashes, verify: bool) -> VectorFile | None:
+    """The exact vectors of an hnsw_sq version, checked (checksum, then size against the counts).
+
+    Raises:
+        IndexMismatchError: they do not match.
+    """
+    if manifest.vectors is None:
+        return None
+    with _Opened(folder, manifest.vectors) as opened:
+        if verify and hashes.sha256_fd(opened.fd) != manifest.checksums.vectors:
+            raise IndexMismatchError(
+                f"{manifest.id}: {manifest.vectors} does not match its checksum; re-run `mcpower ingest`"
+            )
+        fd = os.dup(opened.fd)
+    try:
+        return VectorFile(fd, manifest.counts.chunks, manifest.embedding.dimension)
+    except ValueError as e:
+        os.close(fd)
+        raise IndexMismatchError(f"{manifest.id}: {manifest.vectors} is not the version's vectors ({e})") from e
 
 
 def _ascending_ids(index: Any, db: sqlite3.Connection) -> NDArray[np.int64]:

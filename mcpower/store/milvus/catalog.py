@@ -337,12 +337,15 @@ class MilvusCatalog:
         created: list[str] = []
         try:
             pymilvus = import_pymilvus()
-            schema, index = chunks_schema(pymilvus, info.embedding.dimension)
+            analysed = info.analysis is not None and info.analysis.scheme is not None
+            schema, index = chunks_schema(pymilvus, info.embedding.dimension, analysed)
             self._call("create_collection", chunks_name, schema=schema, index_params=index)
             created.append(chunks_name)
             for start in range(0, len(build.chunks), INSERT_BATCH):
                 stop = min(start + INSERT_BATCH, len(build.chunks))
-                self._call("insert", chunks_name, data=chunk_rows(build.chunks, docs, build.vectors, start, stop))
+                self._call(
+                    "insert", chunks_name, data=chunk_rows(build.chunks, docs, build.vectors, start, stop, analysed)
+                )
             schema, index = docs_schema(pymilvus)
             self._call("create_collection", docs_name, schema=schema, index_params=index)
             created.append(docs_name)

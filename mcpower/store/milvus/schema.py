@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
+from mcpower.analysis.analyzers import index_terms
 from mcpower.analysis.languages import UNDETERMINED
 from mcpower.errors import InvalidManifestError
 from mcpower.store import ChunkHit, ChunkRow, DocumentRow
@@ -28,9 +29,12 @@ CATALOG = f"{PREFIX}_catalog"
 MAX_VARCHAR = 65535
 PATH_BYTES, TITLE_BYTES, HEADING_BYTES = 8192, 8192, 16384
 CONTENT_PART_BYTES = 60000  # a document's text is kept in parts of at most this many bytes
-# BM25 over title, heading path and text, English analyzer: standard tokenizer, lower case,
-# English stemmer and stop words (the local store: FTS5 porter unicode61).
+# BM25 over title, heading path and text. A dataset analysed by mcpower.analysis (its info's
+# analysis.scheme) keeps the analysed terms in a field of their own, split at spaces by the engine's
+# whitespace tokenizer: the engine indexes exactly the local store's terms. One written before used
+# the engine's English analyzer on the text (standard tokenizer, lower case, stemmer, stop words).
 ANALYZER = {"type": "english"}
+TERMS_ANALYZER = {"tokenizer": "whitespace"}
 BM25_K1, BM25_B = 1.2, 0.75
 # Rows per insert: 500-1,000 is fastest on milvus-lite 2.5; 5,000 is pathologically slow there.
 INSERT_BATCH = 500
@@ -134,7 +138,9 @@ def catalog_schema(pymilvus: Any) -> tuple[Any, Any]:
     return s, _pad_index(pymilvus)
 
 
-def chunks_schema(pymilvus: Any, dimension: int) -> tuple[Any, Any]:
+def chunks_schema(pymilvus: Any, dimension: int, analysed: bool = True) -> tuple[Any, Any]:
+    """The chunks collection's schema and indexes; ``analysed``: BM25 over the ``terms`` field (the
+    analysed title, heading path and text), else over ``body`` with the engine's English analyzer."""
     dt = pymilvus.DataType
     s = pymilvus.MilvusClient.create_schema(auto_id=False, enable_dynamic_field=False)
     s.add_field("id", dt.INT64, is_primary=True)  # store.chunk_id(): result ids mean the same everywhere
@@ -150,7 +156,11 @@ def chunks_schema(pymilvus: Any, dimension: int) -> tuple[Any, Any]:
     s.add_field("page_end", dt.INT32)
     s.add_field("language", dt.VARCHAR, max_length=LANGUAGE_BYTES)
     # body = title, heading path, then the chunk's text from character text_at on (stored once).
-    s.add_field("body", dt.VARCHAR, max_length=MAX_VARCHAR, enable_analyzer=True, analyzer_params=ANALYZER)
+    if analysed:
+        s.add_field("body", dt.VARCHAR, max_length=MAX_VARCHAR)
+        s.add_field("terms", dt.VARCHAR, max_length=MAX_VARCHAR, enable_analyzer=True, analyzer_params=TERMS_ANALYZER)
+    else:
+        s.add_field("body", dt.VARCHAR, max_length=MAX_VARCHAR, enable_analyzer=True, analyzer_params=ANALYZER)
     s.add_field("text_at", dt.INT32)
     s.add_field("sparse", dt.SPARSE_FLOAT_VECTOR)  # filled by the BM25 function
     s.add_field("dense", dt.FLOAT_VECTOR, dim=dimension)
@@ -158,7 +168,7 @@ def chunks_schema(pymilvus: Any, dimension: int) -> tuple[Any, Any]:
         pymilvus.Function(
             name="body_bm25",
             function_type=pymilvus.FunctionType.BM25,
-            input_field_names=["body"],
+            input_field_names=["terms" if analysed else "body"],
             output_field_names=["sparse"],
         )
     )
@@ -207,7 +217,7 @@ def fits(value: str, max_bytes: int) -> bool:
 
 
 def chunk_rows(
-    chunks: list[ChunkRow], docs: dict[int, DocumentRow], vectors: Any, start: int, stop: int
+    chunks: list[ChunkRow], docs: dict[int, DocumentRow], vectors: Any, start: int, stop: int, analysed: bool = True
 ) -> list[dict[str, Any]]:
     """Rows of ``chunks[start:stop]`` for the chunks collection (vectors: row i of chunks[i])."""
     rows = []
@@ -234,7 +244,19 @@ def chunk_rows(
                 "dense": vectors[i],
             }
         )
+        if analysed:
+            rows[-1]["terms"] = analysed_terms(prefix + c.text, c.language)
     return rows
+
+
+def analysed_terms(text: str, language: str) -> str:
+    """The terms of ``text`` in ``language`` as the engine's field holds them: separated by spaces,
+    cut at a term boundary within MAX_VARCHAR bytes (a CJK chunk's pairs take three times its bytes)."""
+    terms = " ".join(index_terms(text, language))
+    data = terms.encode("utf-8", "surrogatepass")
+    if len(data) <= MAX_VARCHAR:
+        return terms
+    return data[:MAX_VARCHAR].decode("utf-8", "ignore").rsplit(" ", 1)[0]
 
 
 def too_long(chunks: Iterable[ChunkRow], docs: dict[int, DocumentRow]) -> str | None:

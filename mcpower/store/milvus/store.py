@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from mcpower.analysis import query_languages, query_terms
 from mcpower.manifest import DatasetInfo
 from mcpower.results import SearchFilters, normalize_rel
 from mcpower.store import ChunkHit, ChunkRow, DocumentRow, DocumentSummary
@@ -121,8 +122,13 @@ class MilvusStore:
 
     def keyword(self, query: str, where: SearchFilters | None = None) -> MilvusKeywordMatches:
         expr = self.expression(where)
-        # Each distinct word once (the engine counts a repeated query word twice; FTS5 once).
-        text = " ".join(dict.fromkeys(split_terms(query))) if expr is not None else ""
+        analysis = self._info.analysis
+        if expr is None:
+            text = ""
+        elif analysis is not None and analysis.scheme is not None:  # the terms field: analysed as the index
+            text = " ".join(query_terms(query, query_languages(self._info.counts.languages)))
+        else:  # the engine's English analyzer: each distinct word once (it counts a repeat twice; FTS5 once)
+            text = " ".join(dict.fromkeys(split_terms(query)))
         return MilvusKeywordMatches(self, text, expr or "")
 
     def bm25(self, text: str, expr: str, limit: int, with_vectors: bool = False) -> dict[int, float]:

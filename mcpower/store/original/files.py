@@ -23,8 +23,9 @@ from pydantic.alias_generators import to_camel
 
 from mcpower.defaults import DEFAULT_TOP_K
 from mcpower.errors import DatasetUnavailableError, IndexMismatchError, InvalidManifestError
+from mcpower.jsonfile import read_json
 from mcpower.layout import Stamp, resolve_inside, resolve_within, stamp_of
-from mcpower.manifest import ID_PATTERN, MAX_ID_CHARS, read_json, relative_inside
+from mcpower.manifest import ID_PATTERN, MAX_ID_CHARS, relative_inside
 from mcpower.results import replace_surrogates
 from mcpower.store.faiss_file import FLAT_IP, HEADER, MAX_DIMENSION, METRIC_INNER_PRODUCT
 

@@ -61,7 +61,7 @@ def in_memory(build: DatasetBuild, folder: Path) -> LocalStore:
     """A local store over ``build``, held in memory: an SQLite database and a flat (exact) FAISS index."""
     db = sqlite3.connect(":memory:", check_same_thread=False)
     try:
-        fill_metadata(db, build.documents, build.chunks)
+        fill_metadata(db, build.documents, build.chunks, analysed=False)  # served exactly as it always was
         db.commit()
     except sqlite3.Error as e:  # pragma: no cover - the rows were checked; memory may run out
         db.close()

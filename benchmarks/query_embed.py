@@ -1,0 +1,161 @@
+"""One short query through the model: ONNX Runtime session settings and fp32 against int8, measured.
+
+    .venv/bin/python benchmarks/query_embed.py [--queries N] [--rounds R] [--out FILE]
+
+Every variant is an ONNX Runtime session on the cached export of the packaged model (fp32 or the
+int8 one), fed exactly as `OnnxEmbedder.embed_query` feeds it (the tokenizer, mean pooling and
+normalisation included). The variants take turns query by query (round robin, the order rotating),
+so load drift on a shared machine hits each alike; the figures are medians and p95 over all rounds,
+and ratios to the variant `fp32 as shipped` (mcpower's settings before this benchmark) measured in
+the same run. Queries are SciFact claims (10-40 word pieces, like an agent's questions).
+
+Settings tried: intra-op threads (1, 2), spinning of idle threads, the CPU memory arena, graph
+optimisation level, pre-packed weights; and the int8 export with mcpower's chosen settings. The
+int8 vectors' cosine with fp32's is printed beside (quality is measured by quality.py / int8 runs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from suite.report import load_avg, table
+
+DEFAULT_CORPORA = Path(os.environ.get("MCPOWER_BENCH_CORPORA", "/work/shared/bench"))
+
+
+def variants(ort: Any) -> dict[str, tuple[bool, dict[str, Any]]]:
+    """name -> (int8, settings)."""
+    base = {"threads": 2, "spin": False, "arena": True, "opt": "all", "prepack": True}
+    return {
+        "fp32 as shipped (2 threads, no spin)": (False, base),
+        "fp32, 1 thread": (False, {**base, "threads": 1}),
+        "fp32, 2 threads, spinning": (False, {**base, "spin": True}),
+        "fp32, 1 thread, no arena": (False, {**base, "threads": 1, "arena": False}),
+        "fp32, 1 thread, extended opt": (False, {**base, "threads": 1, "opt": "extended"}),
+        "fp32, 1 thread, no prepack": (False, {**base, "threads": 1, "prepack": False}),
+        "int8, 2 threads": (True, base),
+        "int8, 1 thread": (True, {**base, "threads": 1}),
+        "int8, 1 thread, no arena": (True, {**base, "threads": 1, "arena": False}),
+    }
+
+
+def session(ort: Any, path: Path, s: dict[str, Any]) -> Any:
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = s["threads"]
+    opts.inter_op_num_threads = 1
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "1" if s["spin"] else "0")
+    opts.enable_cpu_mem_arena = s["arena"]
+    opts.graph_optimization_level = {
+        "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+        "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+    }[s["opt"]]
+    if not s["prepack"]:
+        opts.add_session_config_entry("session.disable_prepacking", "1")
+    opts.log_severity_level = 3
+    return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--queries", type=int, default=100)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--corpora", type=Path, default=DEFAULT_CORPORA)
+    ap.add_argument("--only", nargs="*", help="variant names to run (substring match)")
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args()
+
+    import numpy as np
+    import onnxruntime as ort
+
+    from mcpower.checksums import FileHashes
+    from mcpower.config import default_cache_dir
+    from mcpower.embedding import load_embedder
+    from mcpower.embedding.onnx import OnnxEmbedder
+
+    queries = [json.loads(line)["text"] for line in (args.corpora / "scifact" / "queries.jsonl").open()]
+    queries = queries[: args.queries]
+    cache = default_cache_dir()
+    fp32 = load_embedder(backend="onnx", cache_dir=cache)
+    int8 = load_embedder(backend="onnx-int8", cache_dir=cache)
+    assert isinstance(fp32, OnnxEmbedder) and isinstance(int8, OnnxEmbedder)
+    del FileHashes
+    from mcpower.embedding.export import export_onnx
+    from mcpower.embedding.model import resolve_model
+
+    spec = resolve_model()
+    paths = {False: export_onnx(spec, cache), True: export_onnx(spec, cache, quantized=True)}
+    chosen = {n: v for n, v in variants(ort).items() if not args.only or any(o in n for o in args.only)}
+    embedders: dict[str, Any] = {}
+    for name, (q8, settings) in chosen.items():
+        emb = load_embedder(backend="onnx-int8" if q8 else "onnx", cache_dir=cache)
+        emb._session = session(ort, paths[q8], settings)  # type: ignore[attr-defined]
+        embedders[name] = emb
+    reference = {q: fp32.embed_query(q) for q in queries}
+    times: dict[str, list[float]] = {n: [] for n in embedders}
+    cosines: dict[str, list[float]] = {n: [] for n in embedders}
+    names = list(embedders)
+    for q in queries[:10]:  # warm-up
+        for e in embedders.values():
+            e.embed_query(q)
+    load_before = load_avg()
+    for r in range(args.rounds):
+        for i, q in enumerate(queries):
+            shift = (i + r) % len(names)
+            for name in names[shift:] + names[:shift]:
+                t = time.perf_counter()
+                v = embedders[name].embed_query(q)
+                times[name].append(time.perf_counter() - t)
+                if r == 0:
+                    cosines[name].append(float(np.dot(v, reference[q])))
+    base = names[0]
+
+    def pct(xs: list[float], p: float) -> float:
+        xs = sorted(xs)
+        return xs[min(len(xs) - 1, round(p * (len(xs) - 1)))] * 1000
+
+    out = {
+        "queries": len(queries),
+        "rounds": args.rounds,
+        "load_average": {"before": load_before, "after": load_avg()},
+        "variants": {
+            n: {
+                "p50_ms": round(pct(t, 0.5), 3),
+                "p95_ms": round(pct(t, 0.95), 3),
+                "p50_ratio": round(pct(t, 0.5) / pct(times[base], 0.5), 3),
+                "p95_ratio": round(pct(t, 0.95) / pct(times[base], 0.95), 3),
+                "cosine_vs_fp32_mean": round(statistics.fmean(cosines[n]), 4),
+                "cosine_vs_fp32_min": round(min(cosines[n]), 4),
+            }
+            for n, t in times.items()
+        },
+    }
+    table(
+        f"one query, {len(queries)} SciFact claims x {args.rounds} rounds, interleaved (ms; ratio to '{base}')",
+        ["variant", "p50", "p95", "p50 x", "p95 x", "cos vs fp32 mean / min"],
+        [
+            [
+                n,
+                v["p50_ms"],
+                v["p95_ms"],
+                v["p50_ratio"],
+                v["p95_ratio"],
+                f"{v['cosine_vs_fp32_mean']} / {v['cosine_vs_fp32_min']}",
+            ]
+            for n, v in out["variants"].items()
+        ],
+    )
+    print(f"load average before {out['load_average']['before']}, after {out['load_average']['after']}")
+    if args.out:
+        args.out.write_text(json.dumps(out, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

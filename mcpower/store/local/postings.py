@@ -1,0 +1,256 @@
+"""Keyword matches scored on demand: the best k by MaxScore, and the BM25 of given chunks, from the
+per-term postings (keyword.py), without scoring every chunk that holds a term.
+
+A query's OR of terms matches about half of a large corpus (a million chunks: ~500k matches, 20 ms
+to add up every posting of every term). Search needs much less: the top k by BM25 (k = 50 or so)
+and the BM25 of the semantic side's candidates. So:
+
+- **top(k)** is MaxScore (Turtle & Flood, 1995): a chunk's BM25 is the sum of its terms' impacts,
+  and a term adds at most its highest impact. Terms are taken from the highest such bound down; the
+  chunks holding the terms taken so far are the candidates, scored in full. Once the bounds of the
+  terms not taken add up to less than the k-th best candidate's score, no other chunk can reach
+  the top k: the answer is exact. The common terms (low idf, long lists) are never walked, only
+  looked up for the candidates.
+- **scores_of(ids)** looks each chunk up in each term's list (binary search: the lists are sorted).
+
+Every score is summed in the query's term order, starting from 0.0, exactly as
+``keyword.combine``'s bincount sums them, so the numbers (and so the order of equal scores) are
+the ones :class:`~mcpower.store.local.keyword.KeywordHits` gives (tests/test_keyword.py).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from mcpower.store.local.keyword import KeywordHits
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+_ROW = np.dtype("<i4")
+_IMPACT = np.dtype("<f4")
+# Postings this long or longer are kept in memory once read (the common terms: every query that
+# names them reads them again); shorter ones cost less to read than to keep.
+CACHE_MIN_ROWS = 4096
+# Bytes of postings kept per loaded dataset: a term in half of a million chunks takes 4 MB.
+CACHE_BYTES = 96 << 20
+# When the terms walked reach this share of the chunks, adding everything up is as cheap.
+FULL_SCAN_SHARE = 0.25
+# A term in at least this share of the chunks also gets its impacts as a dense array (4 bytes a
+# chunk): looking candidates up is then one gather instead of a binary search each.
+DENSE_SHARE = 1 / 16
+
+
+@dataclass(frozen=True)
+class Postings:
+    """One term's (or FTS5 phrase's) chunk rows, ascending, with the BM25 each adds there."""
+
+    rows: NDArray[np.int32]
+    impacts: NDArray[np.floating[Any]]  # float32 from the postings table; float64 from FTS5's bm25()
+    bound: float  # the highest impact
+    dense: NDArray[np.floating[Any]] | None = None  # impacts by row (0 where absent), for common terms
+
+    @classmethod
+    def of(cls, rows: NDArray[np.int32], impacts: NDArray[np.floating[Any]], n: int = 0) -> Postings:
+        """The postings; with ``n`` (the chunk count), a dense copy too if the term is common."""
+        dense = None
+        if n and len(rows) >= DENSE_SHARE * n:
+            dense = np.zeros(n, dtype=impacts.dtype)
+            dense[rows] = impacts
+        return cls(rows, impacts, float(impacts.max()) if len(impacts) else 0.0, dense)
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.rows.nbytes + self.impacts.nbytes + (self.dense.nbytes if self.dense is not None else 0))
+
+    def lookup(self, rows: NDArray[np.int64]) -> NDArray[np.float64]:
+        """The impact of this term at each of ``rows`` (0.0 where it is absent)."""
+        if self.dense is not None:
+            return self.dense[rows].astype(np.float64)
+        at = np.searchsorted(self.rows, rows)
+        at[at == len(self.rows)] = 0
+        out = np.zeros(len(rows), dtype=np.float64)
+        if len(self.rows):
+            hit = self.rows[at] == rows
+            out[hit] = self.impacts[at[hit]]
+        return out
+
+
+class PostingsCache:
+    """The long postings of one dataset's common terms, kept after their first read (LRU by bytes)."""
+
+    def __init__(self, budget: int = CACHE_BYTES) -> None:
+        self.budget = budget
+        self._lists: OrderedDict[str, Postings] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, term: str) -> Postings | None:
+        with self._lock:
+            found = self._lists.get(term)
+            if found is not None:
+                self._lists.move_to_end(term)
+            return found
+
+    def put(self, term: str, postings: Postings) -> None:
+        if len(postings.rows) < CACHE_MIN_ROWS or postings.nbytes > self.budget:
+            return
+        with self._lock:
+            if term in self._lists:
+                return
+            self._lists[term] = postings
+            self._bytes += postings.nbytes
+            while self._bytes > self.budget:
+                _, dropped = self._lists.popitem(last=False)
+                self._bytes -= dropped.nbytes
+
+
+def postings_of(blobs: tuple[bytes, bytes], n: int) -> Postings:
+    """A term's postings from its two blobs, checked against the chunk count ``n``.
+
+    Raises:
+        ValueError: lengths that disagree, rows out of range or not ascending (a database not
+            written by ingest).
+    """
+    rows = np.frombuffer(blobs[0], dtype=_ROW)
+    impacts = np.frombuffer(blobs[1], dtype=_IMPACT)
+    if len(rows) != len(impacts):
+        raise ValueError("keyword postings of unequal lengths")
+    if len(rows) and (rows[0] < 0 or rows[-1] >= n or (len(rows) > 1 and not (np.diff(rows) > 0).all())):
+        raise ValueError("keyword postings point past the chunk table, or out of order")
+    return Postings.of(rows, impacts, n)
+
+
+def fts_postings(ids: NDArray[np.int64], scores: Sequence[tuple[int, float]]) -> Postings:
+    """The rows FTS5 scored itself (multi-token phrases), as one more list: negative scores count 0.
+
+    Raises:
+        ValueError: a row that is not a chunk.
+    """
+    fts_ids = np.array([i for i, _ in scores], dtype=np.int64)
+    rows = np.searchsorted(ids, fts_ids)
+    if len(rows) and (rows.max() >= len(ids) or not np.array_equal(ids[rows], fts_ids)):
+        raise ValueError("keyword postings point past the chunk table")
+    order = np.argsort(rows, kind="stable")
+    impacts = np.array([max(s, 0.0) for _, s in scores], dtype=np.float64)
+    return Postings.of(rows[order].astype(_ROW), impacts[order])
+
+
+class RankedMatches:
+    """The chunks a keyword query matched (KeywordMatches), scored only as far as asked.
+
+    ``lists`` are the query's postings in its term order; ``allowed`` the rows a filter lets
+    through, ascending (None: all).
+    """
+
+    def __init__(self, ids: NDArray[np.int64], lists: Sequence[Postings], allowed: NDArray[np.int64] | None) -> None:
+        self._ids, self._lists, self._allowed = ids, [p for p in lists if len(p.rows)], allowed
+        self._top: list[tuple[int, float]] | None = None
+        self._top_k = 0
+        self._full: KeywordHits | None = None
+
+    # -- KeywordMatches
+
+    def top(self, k: int) -> list[tuple[int, float]]:
+        """The best ``k`` (chunk id, BM25) pairs, best first; equal scores by ascending id."""
+        if self._top is not None and (k <= self._top_k or len(self._top) < self._top_k):
+            return self._top[:k]  # a deeper ask of an exhausted list, or a shallower one: a prefix
+        if k <= 0 or not self._lists:
+            return []
+        best = self._maxscore(k)
+        self._top, self._top_k = best, k
+        return best
+
+    def scores_of(self, ids: Iterable[int]) -> dict[int, float]:
+        """BM25 of those of ``ids`` that matched (and that the filter allows)."""
+        wanted = np.fromiter(ids, dtype=np.int64)
+        at = np.searchsorted(self._ids, wanted)
+        known = at < len(self._ids)
+        known[known] = self._ids[at[known]] == wanted[known]
+        rows, wanted = at[known].astype(np.int64), wanted[known]
+        if self._allowed is not None:
+            keep = _members(rows, self._allowed)
+            rows, wanted = rows[keep], wanted[keep]
+        scores = self._scores(rows)
+        hit = scores > 0
+        return dict(zip(wanted[hit].tolist(), scores[hit].tolist()))
+
+    # -- every match, as KeywordHits has them (for callers that want them all)
+
+    @property
+    def ids(self) -> NDArray[np.int64]:
+        return self._everything().ids
+
+    @property
+    def scores(self) -> NDArray[np.float64]:
+        return self._everything().scores
+
+    def __len__(self) -> int:
+        return len(self._everything())
+
+    def _everything(self) -> KeywordHits:
+        """Every match scored, as keyword.combine scores them (one bincount, the same sums)."""
+        if self._full is None:
+            if not self._lists:
+                self._full = KeywordHits.none()
+                return self._full
+            rows = np.concatenate([p.rows for p in self._lists])
+            weights = np.concatenate([p.impacts for p in self._lists], dtype=np.float64)
+            scores = np.bincount(rows, weights=weights, minlength=len(self._ids)).astype(np.float64, copy=False)
+            if self._allowed is not None:
+                mask = np.zeros(len(self._ids), dtype=bool)
+                mask[self._allowed] = True
+                scores[~mask] = 0.0
+            matched = np.flatnonzero(scores > 0)
+            self._full = KeywordHits(self._ids[matched], scores[matched])
+        return self._full
+
+    # -- scoring
+
+    def _scores(self, rows: NDArray[np.int64]) -> NDArray[np.float64]:
+        """BM25 at ``rows``, summed in the query's term order from 0.0 (as bincount sums)."""
+        total = np.zeros(len(rows), dtype=np.float64)
+        for p in self._lists:
+            total += p.lookup(rows)
+        return total
+
+    def _maxscore(self, k: int) -> list[tuple[int, float]]:
+        n = len(self._ids)
+        by_bound = sorted(range(len(self._lists)), key=lambda i: -self._lists[i].bound)
+        rest = [sum(self._lists[i].bound for i in by_bound[j:]) for j in range(len(by_bound) + 1)]
+        candidates = np.zeros(0, dtype=np.int64)  # rows holding a term taken so far (the filter's only)
+        scores = np.zeros(0, dtype=np.float64)  # their full BM25, every term counted
+        walked_rows = 0
+        for taken, i in enumerate(by_bound, start=1):
+            postings = self._lists[i]
+            walked_rows += len(postings.rows)
+            if walked_rows >= FULL_SCAN_SHARE * n and taken < len(by_bound):
+                return self._everything().top(k)  # most chunks walked anyway: add everything up
+            new = np.setdiff1d(postings.rows.astype(np.int64), candidates, assume_unique=True)
+            if self._allowed is not None:
+                new = new[_members(new, self._allowed)]
+            candidates = np.concatenate([candidates, new])
+            scores = np.concatenate([scores, self._scores(new)])  # a candidate is scored once, in full
+            if len(candidates) >= k:
+                kth = np.partition(scores, len(scores) - k)[len(scores) - k]
+                if rest[taken] < kth * (1 - 1e-9):  # no chunk outside can reach the k-th score
+                    break
+        keep = scores > 0
+        candidates, scores = candidates[keep], scores[keep]
+        ids = self._ids[candidates]
+        order = np.lexsort((ids, -scores))[:k]
+        return list(zip(ids[order].tolist(), scores[order].tolist()))
+
+
+def _members(rows: NDArray[np.int64], allowed: NDArray[np.int64]) -> NDArray[np.bool_]:
+    """Which of ``rows`` are in ``allowed`` (ascending)."""
+    at = np.searchsorted(allowed, rows)
+    inside = at < len(allowed)
+    inside[inside] = allowed[at[inside]] == rows[inside]
+    return inside

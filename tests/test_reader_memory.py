@@ -17,11 +17,13 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from conftest import FakeEmbedder
 from server_fixtures import REPO_ROOT, TESTS_DIR, StdioServer, subprocess_env, write_launcher
 from word_count import count_words
 
-from mcpower.chunking import chunk_document, worker
+from mcpower.chunking import Parsed, chunk_document, parse_document, worker
 from mcpower.chunking.worker import Reader
+from mcpower.ingestion import IngestOptions, ingest
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads and resets the peak memory in /proc")
 
@@ -89,10 +91,36 @@ def cli_growth(tmp_path: Path, text: str) -> int:
     return int(done.stderr.strip().splitlines()[-1])
 
 
+def test_no_file_over_the_threshold_is_parsed_in_the_ingesting_process(
+    tmp_path: Path, fake_embedder: FakeEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What bounds the memory, checked without measuring it (the measurements below are slow): a
+    plain ingest — the model's choice samples the files' languages, then each file is read —
+    parses no file over IN_PROCESS_MAX_BYTES here. The choice's sample parsed a megabyte of tiny
+    blocks here (66 times the file) after the ingest itself had moved to the worker."""
+    parsed_here: list[int] = []
+    real = worker.parse_document
+
+    def spy(data: bytes | str, file_type: str, module: str | None = None) -> Parsed:
+        parsed_here.append(len(data))
+        return real(data, file_type, module)
+
+    monkeypatch.setattr(worker, "parse_document", spy)  # this process's reads only: the worker's is its own
+    big = "# Big\n\n" + "- an item of a list\n" * 4000
+    source = write(tmp_path / "docs", {**WARM, "big.md": big})
+
+    report = ingest(source, tmp_path / "datasets", IngestOptions(dataset_id="docs"))
+
+    assert report.model_reason  # the model was chosen from a sample of the files
+    assert (report.added, report.skipped) == (3, [])
+    assert parsed_here and max(parsed_here) <= worker.IN_PROCESS_MAX_BYTES < len(big)
+
+
+@pytest.mark.slow
 def test_a_markdown_file_of_tiny_blocks_is_ingested_in_bounded_memory(tmp_path: Path) -> None:
     # A megabyte of one-line items of lists nested six deep: an ingest peaked at ~65 times the file,
-    # now ~12 times. (Quick to parse: flat one-line items and empty headings, 450 and 900 times the
-    # file, take ten times longer; they are the slow tests.)
+    # now ~12 times. (10 s of processor time, ~2 s of it parsing; flat one-line items and empty
+    # headings, 450 and 900 times the file, take ten times longer.)
     text = hostile("- - - - - -\n", 1 << 20)
 
     grown = cli_growth(tmp_path, text)
@@ -172,6 +200,17 @@ def test_a_big_page_is_chunked_in_the_worker_exactly_as_it_was_here() -> None:
     assert page.stat().st_size > worker.IN_PROCESS_MAX_BYTES
 
     assert_same_chunks([(page.name, page.read_bytes())])
+
+
+def test_a_big_pages_language_sample_is_read_in_the_worker_as_it_was_here() -> None:
+    """The model's choice samples each file's text (model_choice.py): it parsed the whole file in
+    this process, a megabyte of tiny blocks included, before the ingest read it in the worker."""
+    data = (REPO_ROOT / "docs" / "robustness.md").read_bytes()
+    parsed = parse_document(data, ".md")
+    here = "\n".join(b.text for s in parsed.sections for b in s.blocks if not b.heading)[:8000]
+    with Reader() as reader:
+        assert reader.sample(data, ".md", 8000) == here
+        assert reader.worker_pid is not None
 
 
 @pytest.mark.slow

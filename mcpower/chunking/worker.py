@@ -159,11 +159,31 @@ class Reader:
                 parse_document(data, file_type, module), file_name, count_tokens, chunk_tokens, overlap
             )
         try:
-            document: Document = self._in_worker(module, data, (file_name, count_tokens, chunk_tokens, overlap))
+            task = ("document", file_name, count_tokens, chunk_tokens, overlap)
+            document: Document = self._in_worker(module, data, task)
             return document
         except _Failed as e:
             if module in _TEXT_FALLBACK:
                 return build_document(_as_plain_text(data, str(e)), file_name, count_tokens, chunk_tokens, overlap)
+            raise UnreadableError(str(e)) from None
+
+    def sample(self, data: bytes, file_type: str, chars: int) -> str:
+        """The first ``chars`` characters of the document's text, headings left out (a language
+        sample: model_choice.py), read where :meth:`document` would read it, so a big file's
+        structure costs this process nothing here either.
+
+        Raises:
+            UnreadableError: the file cannot be read, or ran out of time or memory.
+        """
+        module = format_of(data, file_type)
+        if module not in ISOLATED and len(data) <= IN_PROCESS_MAX_BYTES:
+            return _sample_text(parse_document(data, file_type, module), chars)
+        try:
+            text: str = self._in_worker(module, data, ("sample", chars))
+            return text
+        except _Failed as e:
+            if module in _TEXT_FALLBACK:
+                return _sample_text(_as_plain_text(data, str(e)), chars)
             raise UnreadableError(str(e)) from None
 
     def close(self) -> None:
@@ -176,9 +196,9 @@ class Reader:
                 self._process.wait(timeout=5)
         self._kill()
 
-    def _in_worker(self, module: str, data: bytes, chunking: tuple[str, TokenCounter, int, int] | None) -> Any:
-        """What the worker answers for the file: its Parsed, or its Document when ``chunking`` is
-        given (file name, token counter, chunk size, overlap)."""
+    def _in_worker(self, module: str, data: bytes, task: tuple[Any, ...] | None) -> Any:
+        """What the worker answers for the file: its Parsed; for ``("document", file name, token
+        counter, chunk size, overlap)`` its Document; for ``("sample", chars)`` its sample text."""
         if self._process is None or self._process.poll() is not None:
             self._start()
         assert self._conn is not None
@@ -187,7 +207,7 @@ class Reader:
         late = _Failed(f"took longer than {seconds:,} s to read ({limit})")
         wall = max(WALL_FACTOR * seconds, WALL_MIN) if self._cpu_limited else seconds
         try:
-            self._conn.send((module, data, chunking, seconds))
+            self._conn.send((module, data, task, seconds))
             if not self._conn.poll(wall):
                 self._kill()
                 raise late
@@ -285,7 +305,7 @@ def worker_command(*args: str) -> tuple[list[str], str]:
 
 
 def _serve(conn: Connection, memory_bytes: int) -> None:
-    """The worker: read (module, bytes, chunking, seconds) requests until None, answer (status, value)."""
+    """The worker: read (module, bytes, task, seconds) requests until None, answer (status, value)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the ingest, which ends the worker
     try:
         import resource
@@ -307,7 +327,7 @@ def _serve(conn: Connection, memory_bytes: int) -> None:
             return
         if request is None:
             return
-        module, data, chunking, seconds = request
+        module, data, task, seconds = request
         _limit_cpu(seconds)
         try:
             answer: tuple[str, Any] = ("ok", parse_document(data, "", module))
@@ -318,8 +338,10 @@ def _serve(conn: Connection, memory_bytes: int) -> None:
         except Exception as e:  # a parser bug on hostile input: this file is skipped, the worker lives
             answer = ("error", f"{type(e).__name__}: {' '.join(str(e).split())[:200]}")
         del data
-        if chunking is not None and answer[0] == "ok":
-            answer = _chunked(answer[1], *chunking)
+        if task is not None and answer[0] == "ok":
+            answer = (
+                _chunked(answer[1], *task[1:]) if task[0] == "document" else ("ok", _sample_text(answer[1], *task[1:]))
+            )
         try:
             conn.send(answer)
         except MemoryError:
@@ -341,6 +363,11 @@ def _limit_cpu(seconds: int) -> bool:
     except (ImportError, ValueError, OSError):  # Windows
         return False
     return True
+
+
+def _sample_text(parsed: Parsed, chars: int) -> str:
+    """The first ``chars`` characters of the text of ``parsed``'s blocks, headings left out."""
+    return "\n".join(b.text for s in parsed.sections for b in s.blocks if not b.heading)[:chars]
 
 
 def _chunked(parsed: Parsed, file_name: str, count_tokens: TokenCounter, chunk_tokens: int, overlap: int) -> Any:

@@ -181,7 +181,7 @@ def test_a_jwt_header_of_escape_sequences_is_logged_escaped_by_a_real_server(tmp
         )
         assert conn.getresponse().status == 401
         conn.close()
-        refused = wait_for(b"oauth.refused").decode()
+        refused = wait_for(b"http.refused").decode()  # the gate logs every refusal (docs/team.md)
     finally:
         proc.terminate()
         proc.wait(30)

@@ -39,6 +39,20 @@ def write_a_line() -> None:
     audit_logger.info("audit", extra={"event": "audit", "caller": "alice"})
 
 
+def test_an_audit_log_that_is_a_symlink_is_refused_and_nothing_is_written_through_it(tmp_path: Path) -> None:
+    target = tmp_path / "elsewhere.txt"
+    target.write_text("someone else's file\n")
+    link = tmp_path / "audit.jsonl"
+    link.symlink_to(target)
+
+    with pytest.raises(McpowerError, match=f"the audit log {link} is a symbolic link"):
+        log_to_file(link)
+    write_a_line()
+
+    assert target.read_text() == "someone else's file\n"
+
+
+@pytest.mark.slow  # the same refusal through the real `serve` (a second or more for an interpreter)
 def test_serve_refuses_an_audit_log_that_is_a_symlink_and_writes_nothing_through_it(tmp_path: Path) -> None:
     target = tmp_path / "elsewhere.txt"
     target.write_text("someone else's file\n")

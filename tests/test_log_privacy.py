@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from urllib.parse import quote
 
+import pytest
 from asgi_fixtures import INITIALIZE, MCP_HEADERS
 from http_fixtures import TOKEN, HttpServer, write_http_launcher
 from server_fixtures import copy_datasets
@@ -42,6 +43,7 @@ def tool_call(query: str, n: int) -> bytes:
     return json.dumps({"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": call}).encode()
 
 
+@pytest.mark.slow  # a real HTTP server; test_stdio.py::test_debug_level_never_logs_the_query runs by default
 def test_debug_logs_never_carry_the_query_text(template: Path, tmp_path: Path) -> None:
     server = HttpServer(write_http_launcher(tmp_path), copy_datasets(template, tmp_path), "--log-level", "debug")
     try:

@@ -149,6 +149,7 @@ def test_json_logs_escape_what_json_leaves_raw_and_still_parse() -> None:
     assert "ValueError: bad key" in parsed["exception"]
 
 
+@pytest.mark.slow  # a real server and an issuer; the two tests above check every field of the format
 def test_a_jwt_header_of_escape_sequences_is_logged_escaped_by_a_real_server(tmp_path: Path) -> None:
     """The attack as it was found: no token, a JWT whose `kid` rewrites the terminal, against
     `serve --http --log-format text --oauth-issuer`; the refusal is logged with the kid escaped."""

@@ -26,6 +26,9 @@ from server_fixtures import REPO_ROOT, subprocess_env
 from typer.testing import CliRunner
 
 from mcpower.cli.app import app
+from mcpower.cli.serve_http import http_options
+from mcpower.config import Settings
+from mcpower.errors import McpowerError
 from mcpower.ingestion import IngestOptions, ingest
 
 GRANTS_NONE = "this token grants no dataset on this server (it names 'dcos')"
@@ -130,6 +133,32 @@ def test_a_caller_whose_token_grants_no_dataset_is_told_so_by_every_door(typo_se
         assert "mcpower ingest" not in answer and "eng-api" not in answer  # no wrong advice; no other dataset
 
 
+def test_http_settings_with_an_mcpower_token_that_is_a_named_tokens_secret_are_refused(
+    folder: Path, tmp_path: Path
+) -> None:
+    """What `serve --http` checks before it listens (the real command: the slow test below)."""
+    tokens = tmp_path / "tokens.json"
+    secret, _ = token_add(tokens, folder / "datasets", "alice", "docs")
+    other, _ = token_add(tokens, folder / "datasets", "bob", "docs")
+    token_file = tmp_path / "token"
+    token_file.write_text(secret + "\n")
+    token_file.chmod(0o600)
+    base = {"datasets_dir": folder / "datasets", "tokens_file": tokens}
+
+    with pytest.raises(McpowerError) as by_variable:
+        http_options(Settings(**base, token=secret))
+    with pytest.raises(McpowerError) as by_file:
+        http_options(Settings(**base, token_file=token_file))
+    http_options(Settings(**base, token="the-servers-own-secret-not-a-callers-0123"))  # accepted
+
+    said = by_variable.value.message
+    assert said.startswith(f"MCPOWER_TOKEN holds the secret of the named token 'alice' in {tokens}")
+    assert "would read every dataset, not only docs" in said and "MCPOWER_CLIENT_TOKEN" in said
+    assert by_file.value.message.startswith(f"the token file {token_file} holds the secret of the named token 'alice'")
+    assert secret not in said + by_file.value.message and other not in said
+
+
+@pytest.mark.slow  # two interpreters; the check itself runs by default just above
 def test_serve_refuses_an_mcpower_token_that_is_a_named_tokens_secret(folder: Path, tmp_path: Path) -> None:
     """The trap: a client's secret exported as MCPOWER_TOKEN (as the old snippets had it), then
     `serve --http` in the same shell: alice's docs-only secret would have read every dataset."""

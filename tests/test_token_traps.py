@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from asgi_fixtures import INITIALIZE, MCP_HEADERS
-from conftest import FakeEmbedder, write_files
+from asgi_fixtures import INITIALIZE, MCP_HEADERS, app_serving, asgi_client
+from conftest import FakeEmbedder, join_warm_up, write_files
 from http_fixtures import HttpServer, write_http_launcher
 from server_fixtures import REPO_ROOT, subprocess_env
 from typer.testing import CliRunner
@@ -30,6 +30,8 @@ from mcpower.cli.serve_http import http_options
 from mcpower.config import Settings
 from mcpower.errors import McpowerError
 from mcpower.ingestion import IngestOptions, ingest
+from mcpower.registry import Registry
+from mcpower.server.http import HttpOptions
 
 GRANTS_NONE = "this token grants no dataset on this server (it names 'dcos')"
 
@@ -112,7 +114,60 @@ def typo_server(folder: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
     server.stop()
 
 
-def test_a_caller_whose_token_grants_no_dataset_is_told_so_by_every_door(typo_server: tuple[HttpServer, str]) -> None:
+def assert_told_none(listed: Any, searched: Any, named: Any, page: str, twin: Any) -> None:
+    """Every door says the token grants no dataset here: no other dataset, no advice to ingest."""
+    assert listed["datasets"] == [] and listed["note"].startswith(GRANTS_NONE)
+    assert searched["results"] == [] and any(n.startswith(GRANTS_NONE) for n in searched["meta"]["notes"])
+    error = named["structuredContent"]["error"]
+    assert named["isError"] and error["code"] == "DATASET_NOT_FOUND"
+    assert error["message"] == f"unknown dataset 'docs'; available datasets: none ({listed['note']})"
+    assert "This token grants no dataset on this server (it names &#39;dcos&#39;)" in page
+    assert twin["datasets"] == [] and twin["none_here"] == listed["note"]
+    for answer in (json.dumps(listed), json.dumps(searched), json.dumps(named), page, json.dumps(twin)):
+        assert "mcpower ingest" not in answer and "eng-api" not in answer
+
+
+@pytest.mark.anyio
+async def test_a_caller_whose_token_grants_no_dataset_is_told_so_by_every_door(folder: Path, tmp_path: Path) -> None:
+    """The HTTP app in process (the real server: the slow test below)."""
+    tokens = tmp_path / "tokens.json"
+    secret, _ = token_add(tokens, folder / "datasets", "typo", "dcos")
+    registry = Registry(folder / "datasets", embedder_factory=lambda model: FakeEmbedder())
+    try:
+        async with (
+            app_serving(registry, HttpOptions(token=None, tokens_file=tokens)) as (_, app),
+            asgi_client(app, secret, **MCP_HEADERS) as h,
+        ):
+            opened = await h.post("/mcp", json=INITIALIZE)
+            session = {"mcp-session-id": opened.headers["mcp-session-id"], "mcp-protocol-version": "2025-11-25"}
+            await h.post("/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session)
+
+            async def tool(name: str, **arguments: Any) -> dict[str, Any]:
+                call = {
+                    "jsonrpc": "2.0",
+                    "id": 7,
+                    "method": "tools/call",
+                    "params": {"name": name, "arguments": arguments},
+                }
+                response = await h.post("/mcp", json=call, headers=session)
+                assert response.status_code == 200, response.text
+                result: dict[str, Any] = response.json()["result"]
+                return result
+
+            listed = (await tool("knowledge_list_datasets"))["structuredContent"]
+            searched = (await tool("knowledge_search", query="quokka guide"))["structuredContent"]
+            named = await tool("knowledge_search", query="quokka guide", dataset="docs")
+            page = (await h.get("/", headers={"Accept": "text/html"})).text
+            twin = (await h.get("/?format=json")).json()
+    finally:
+        join_warm_up()
+        registry.close()
+
+    assert_told_none(listed, searched, named, page, twin)
+
+
+@pytest.mark.slow  # the same through a real `serve --http`
+def test_a_real_server_tells_a_caller_whose_token_grants_no_dataset_so(typo_server: tuple[HttpServer, str]) -> None:
     server, secret = typo_server
     session = Session(server, secret)
 
@@ -122,15 +177,7 @@ def test_a_caller_whose_token_grants_no_dataset_is_told_so_by_every_door(typo_se
     page = session.request("GET", "/", headers={"Accept": "text/html"})[2].decode()
     twin = json.loads(session.request("GET", "/?format=json")[2])
 
-    assert listed["datasets"] == [] and listed["note"].startswith(GRANTS_NONE)
-    assert searched["results"] == [] and any(n.startswith(GRANTS_NONE) for n in searched["meta"]["notes"])
-    error = named["structuredContent"]["error"]
-    assert named["isError"] and error["code"] == "DATASET_NOT_FOUND"
-    assert error["message"] == f"unknown dataset 'docs'; available datasets: none ({listed['note']})"
-    assert "This token grants no dataset on this server (it names &#39;dcos&#39;)" in page
-    assert twin["datasets"] == [] and twin["none_here"] == listed["note"]
-    for answer in (json.dumps(listed), json.dumps(searched), json.dumps(named), page, json.dumps(twin)):
-        assert "mcpower ingest" not in answer and "eng-api" not in answer  # no wrong advice; no other dataset
+    assert_told_none(listed, searched, named, page, twin)
 
 
 def test_http_settings_with_an_mcpower_token_that_is_a_named_tokens_secret_are_refused(

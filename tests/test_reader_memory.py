@@ -106,13 +106,13 @@ def test_no_file_over_the_threshold_is_parsed_in_the_ingesting_process(
         return real(data, file_type, module)
 
     monkeypatch.setattr(worker, "parse_document", spy)  # this process's reads only: the worker's is its own
-    big = "# Big\n\n" + "- an item of a list\n" * 4000
-    source = write(tmp_path / "docs", {**WARM, "big.md": big})
+    big = "# Big\n\n" + "- an item of a list\n" * 2000
+    source = write(tmp_path / "docs", {"small.md": WARM["small.md"], "big.md": big})
 
     report = ingest(source, tmp_path / "datasets", IngestOptions(dataset_id="docs"))
 
     assert report.model_reason  # the model was chosen from a sample of the files
-    assert (report.added, report.skipped) == (3, [])
+    assert (report.added, report.skipped) == (2, [])
     assert parsed_here and max(parsed_here) <= worker.IN_PROCESS_MAX_BYTES < len(big)
 
 

@@ -224,9 +224,15 @@ def test_serve_refuses_an_mcpower_token_that_is_a_named_tokens_secret(folder: Pa
             ([*serve, "--token-file", str(token_file)], subprocess_env()),
         ]
     ]
-    by_variable, by_file = [
-        subprocess.CompletedProcess(p.args, p.wait(120), *p.communicate(timeout=120)) for p in started
-    ]
+    try:
+        by_variable, by_file = [
+            subprocess.CompletedProcess(p.args, p.wait(120), *p.communicate(timeout=120)) for p in started
+        ]
+    finally:  # a server that started (the old code did) is not left running
+        for p in started:
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
 
     assert by_variable.returncode == by_file.returncode == 1
     said = by_variable.stderr.strip().splitlines()[-1]

@@ -79,6 +79,11 @@ class Registry:
         self._unexpected: set[str] = set()  # what unexpected_error logged
         self.scan()
 
+    @property
+    def cache_dir(self) -> Path:
+        """Where derived files are kept: ONNX exports, file hashes, the embedding store."""
+        return self._cache_dir
+
     def close(self) -> None:
         """Close the loaded stores' connections; later calls load them again."""
         with self._lock:

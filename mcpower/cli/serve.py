@@ -298,7 +298,7 @@ def serve(
     from mcpower.server.stdio import run_stdio
 
     server = create_server(registry, s.tool_names, threads=s.worker_threads, audit=AuditLog(s.audit_queries))
-    start_watcher(registry, s)
+    start_watcher(registry, s, server.changes.observer())  # republished datasets: clients are told
     run_stdio(server)
 
 
@@ -398,7 +398,7 @@ def start_watcher(
     from mcpower.watch import Watcher, WatchLimits
 
     # The operator's limits: what a dataset's manifest records may narrow them, never widen them.
-    limits = WatchLimits(s.watch_follow_symlinks, int(s.max_file_mb * 1024 * 1024), s.watch_code)
+    limits = WatchLimits(s.watch_follow_symlinks, int(s.max_file_mb * 1024 * 1024), s.watch_code, s.embedding_store_mb)
     watcher = Watcher(registry, quiet=s.watch_debounce, limits=limits, on_event=on_event)
     watcher.start()
     if s.refresh > 0:  # sites and repositories: fetched again on an interval (watch/refresh.py)

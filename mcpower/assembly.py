@@ -20,8 +20,8 @@ import numpy as np
 
 from mcpower import embedding
 from mcpower.analysis import chunk_languages
-from mcpower.chunking import UnreadableError, build_document, size_limit
-from mcpower.chunking.worker import Reader
+from mcpower.chunking import UnreadableError, size_limit
+from mcpower.chunking.worker import ChunkingError, Reader
 from mcpower.discover import SourceFile, read_document
 from mcpower.duplicates import Duplicates
 from mcpower.errors import IngestError
@@ -107,17 +107,17 @@ def assemble(
                 finder.add(f.rel, content_hash, d.content)
                 continue
             try:
-                parsed = reader.read(raw, suffix)
+                document = reader.document(raw, suffix, Path(f.rel).name, emb.token_counter, chunk_tokens, overlap)
             except UnreadableError as e:
                 report.skipped.append((f.rel, str(e)))
                 continue
-            del raw
-            try:
-                document = build_document(parsed, Path(f.rel).name, emb.count_tokens, chunk_tokens, overlap)
             except Exception as e:  # a chunker bug one file triggers must not stop the others being ingested
                 logger.exception("cannot chunk %s", f.rel, extra={"event": "ingest.chunk_error"})
-                report.skipped.append((f.rel, f"cannot be chunked ({type(e).__name__}); please report this as a bug"))
+                kind = e.kind if isinstance(e, ChunkingError) else type(e).__name__
+                report.skipped.append((f.rel, f"cannot be chunked ({kind}); please report this as a bug"))
                 continue
+            finally:
+                del raw
             report.file_notes.extend((f.rel, note) for note in document.notes)
             docs.append(
                 DocumentRow(

@@ -155,10 +155,9 @@ def sample_languages(files: list[SourceFile], max_file_bytes: int, reader: Reade
             suffix = Path(f.rel).suffix.lower()
             try:
                 raw, _ = read_document(f, size_limit(suffix, max_file_bytes))
-                parsed = reader.read(raw, suffix)
+                text = reader.sample(raw, suffix, SAMPLE_CHARS * 2)  # a big file: read in the reader process
             except (OSError, UnreadableError):
                 continue  # the ingest reports it
-            text = "\n".join(b.text for s in parsed.sections for b in s.blocks if not b.heading)[: SAMPLE_CHARS * 2]
             for start in range(0, min(len(text), SAMPLE_CHARS), 2000):  # paragraphs' worth, each told apart
                 found = detect(text[start : start + 2000])
                 letters[found.language] += found.letters

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from mcpower.checksums import FileHashes
 from mcpower.errors import (
+    NO_DATASETS_YET,
     DatasetNotFoundError,
     DatasetUnavailableError,
     EmbeddingModelError,
@@ -166,7 +167,11 @@ class Registry:
     def not_found(self, dataset_id: str) -> DatasetNotFoundError:
         """The error an unknown id gets: the ids there are, and why a catalog could not be read."""
         available = [e.id for e in self.entries() if not (_unread(e) and not is_valid_id(e.id))]
-        return DatasetNotFoundError(str(dataset_id), available, self.unreadable())
+        return DatasetNotFoundError(str(dataset_id), available, self.unreadable(), self.root, self.none_here())
+
+    def none_here(self) -> str:
+        """What to tell someone who sees no dataset here, and what to do about it: none exists yet."""
+        return NO_DATASETS_YET
 
     def unreadable(self) -> list[str]:
         """Why catalogs could not be read at the last look (a Milvus database held by another

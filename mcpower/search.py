@@ -143,7 +143,7 @@ def search(
         if broken:
             notes.append(f"{broken} dataset(s) could not be loaded (see knowledge_list_datasets / `mcpower validate`)")
         if not entries:
-            notes.append("there are no datasets yet: create one with `mcpower ingest PATH`")
+            notes.append(registry.none_here())
     k = top_k or (
         stores[0].info.default_top_k
         if len(stores) == 1

@@ -1,5 +1,5 @@
 """The examples in the docs run as printed: each fenced Python block marked ``<!-- example: run -->``
-on the line before it is run against a real `serve --http` (fake embedder; `KB_URL` and `KB_TOKEN`
+on the line before it is run against a real `serve --http` (fake embedder; `KB_URL` and `MCPOWER_CLIENT_TOKEN`
 set as the docs tell a reader to). A Python block that cannot run here says why in
 ``<!-- example: skip REASON -->``; an unmarked one fails the test, so no new example goes untested.
 (Shell blocks are not run yet: most start servers or need a model or a network.)"""
@@ -55,7 +55,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer]:
 @pytest.mark.slow  # a server and a Python with the SDK: ~5-15 s
 @pytest.mark.parametrize(("where", "code"), [(w, c) for w, m, c in blocks("python") if m == "run"])
 def test_python_example_runs_against_a_server(server: HttpServer, where: str, code: str, tmp_path: Path) -> None:
-    env = {**subprocess_env(), "KB_URL": server.url, "KB_TOKEN": TOKEN}
+    env = {**subprocess_env(), "KB_URL": server.url, "MCPOWER_CLIENT_TOKEN": TOKEN}
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120
     )

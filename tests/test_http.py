@@ -510,13 +510,13 @@ def test_print_config_http_forms(client: str, with_token: bool) -> None:
         entry = config["mcpServers"]["mcpower"]
         assert entry["url"] == "http://127.0.0.1:9123/mcp"
         if with_token:
-            assert entry["headers"]["Authorization"] == "Bearer ${env:MCPOWER_TOKEN}"
+            assert entry["headers"]["Authorization"] == "Bearer ${env:MCPOWER_CLIENT_TOKEN}"
 
 
 def test_print_config_http_public_host_always_has_the_token_header() -> None:
     result = invoke("--http", "--host", "0.0.0.0", "--allow-host", "box.lan", "--print-config", "cursor")
     entry = json.loads(result.stdout)["mcpServers"]["mcpower"]
     assert entry["url"] == "http://box.lan:8765/mcp"
-    assert entry["headers"]["Authorization"] == "Bearer ${env:MCPOWER_TOKEN}"
+    assert entry["headers"]["Authorization"] == "Bearer ${env:MCPOWER_CLIENT_TOKEN}"
     refused = invoke("--http", "--print-config", "claude-desktop")
     assert refused.exit_code == 2 and "stdio servers only" in refused.stderr  # a usage error

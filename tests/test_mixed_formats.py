@@ -284,7 +284,7 @@ def test_a_file_that_never_finishes_is_stopped_at_its_deadline() -> None:
 
 
 def test_rst_that_kills_the_worker_is_read_as_plain_text(monkeypatch: pytest.MonkeyPatch) -> None:
-    def fail(self: Reader, module: str, data: bytes) -> None:
+    def fail(self: Reader, module: str, data: bytes, chunking: object) -> None:
         raise worker._Failed("ran out of memory reading it")
 
     monkeypatch.setattr(Reader, "_in_worker", fail)

@@ -311,7 +311,14 @@ def _display_uri(uri: str) -> str:
 
 def _print_config(client: str, s: Settings, http: bool) -> None:
     """The snippet ``client`` needs for the server these settings describe, every option included."""
-    from mcpower.server.clients import CLIENTS, OAUTH_CLIENTS, client_config, http_client_config
+    from mcpower.server.clients import (
+        CLIENT_TOKEN_VARIABLE,
+        CLIENTS,
+        OAUTH_CLIENTS,
+        client_config,
+        http_client_config,
+        token_note,
+    )
 
     if client not in CLIENTS:
         raise typer.BadParameter(f"{client!r} is not one of {', '.join(CLIENTS)}", param_hint="'--print-config'")
@@ -333,7 +340,9 @@ def _print_config(client: str, s: Settings, http: bool) -> None:
             err=True,
         )
     elif http and s.oauth_issuer is not None:
-        typer.echo(f"note: MCPOWER_TOKEN must hold an access token from {s.oauth_issuer} for {url}", err=True)
+        typer.echo(f"note: {CLIENT_TOKEN_VARIABLE} must hold an access token from {s.oauth_issuer} for {url}", err=True)
+    elif http and token:
+        typer.echo(token_note(client), err=True)
     if s.milvus_token and not http:
         typer.echo(
             "note: MCPOWER_MILVUS_TOKEN is a secret and is not in the snippet: add it to the client's env", err=True

@@ -133,7 +133,7 @@ def choose(passages: list[Passage], per_document: int | None, head: int | None) 
 
 
 class _Grouping:
-    """Ranked chunks as passages, as a fold: a longer ranking with the same start only feeds its new chunks."""
+    """Ranked chunks as passages, fed best first."""
 
     def __init__(self, group: Group) -> None:
         self.group = group
@@ -162,12 +162,16 @@ class _Grouping:
         return self.out
 
 
-# Grouping first ranks as many chunks as passages are wanted, from the usual candidates: when they are
-# distinct places (most of a collection of abstracts), that costs nothing more. Then twice and
-# GROUP_FACTOR times as many: on documentation the 2k best chunks hold k passages for about half the
-# questions, the 3k best for three in four. Then every candidate, then GROUP_GROWTH times as many
-# candidates, at most GROUP_ROUNDS times: 16 times as deep at most. Each step fetches only the chunks
-# it adds, and candidates are scored once per depth (search._Sides).
+# Grouping ranks every candidate of a candidate depth, then groups them: what a passage spans, and so
+# which passages a list holds, depends only on the candidates, never on how many passages were asked
+# for. (Ranking only as many chunks as passages were wanted first, then more, made a top 7 keep two
+# passages of one section that the chunk between them, ranked 15th, joins into one: the page of a
+# list from offset 6 then disagreed with the whole list.) Candidate depths are min_candidates times a
+# power of GROUP_GROWTH, the first that holds GROUP_FACTOR times the passages wanted (on documentation
+# the 3k best chunks hold k passages for three in four questions), so a page and the whole list agree
+# whenever they rank the same candidates (every list of up to 16 results at the usual 50). Too few
+# passages: GROUP_GROWTH times as many candidates, at most GROUP_ROUNDS times (16 times as deep at
+# most). Candidates are scored once per depth (search._Sides), their chunks fetched once per query.
 GROUP_FACTOR, GROUP_GROWTH, GROUP_ROUNDS = 3, 4, 2
 
 
@@ -178,28 +182,26 @@ class RankChunks(Protocol):
 
 
 def best_passages(rank: RankChunks, want: int, min_candidates: int, spread: Spread) -> list[Passage]:
-    """The best ``want`` passages of one dataset, from its ranked chunks (``rank``), made distinct by ``spread``.
+    """The best ``want`` passages of one dataset, from its ranked chunks (``rank``), made distinct by
+    ``spread``: the first ``want`` of the passages that every candidate of a depth makes (the steps
+    above), so the first passages of a longer list are this list.
 
-    Grouping and the cap leave chunks out or push them down, so more chunks are ranked while too few
-    passages come of them, or too few documents under the cap for the head (the steps above). Raw
-    chunks without a cap rank ``want`` chunks, as an ungrouped search always did.
+    Grouping and the cap leave chunks out or push them down, so more candidates are ranked while too
+    few passages come of them, or too few places of documents under the cap for the first results.
+    Raw chunks without a cap rank ``want`` chunks, as an ungrouped search always did.
     """
     group, per_document, head = spread
     if group == "none" and per_document is None:
         return group_hits(rank(want), group, None)
     under_cap = want if head is None else min(head, want)  # results that must come from documents under the cap
-    candidates = max(want * GROUP_FACTOR, min_candidates)
-    steps = [(want, candidates), (2 * want, candidates), (want * GROUP_FACTOR, candidates)]
-    steps += [(candidates * GROUP_GROWTH**r, candidates * GROUP_GROWTH**r) for r in range(GROUP_ROUNDS + 1)]
-    grouping, scored = _Grouping(group), candidates
-    for chunks, depth in steps:
-        ranked = rank(chunks, candidates=depth)
-        if depth != scored:  # more candidates rank anew: start over
-            grouping, scored = _Grouping(group), depth
-        passages, capped = choose(grouping.feed(ranked), per_document, head)
-        if capped >= under_cap and len(passages) >= want:
-            break
+    candidates = min_candidates
+    while candidates < want * GROUP_FACTOR:
+        candidates *= GROUP_GROWTH
+    passages: list[Passage] = []
+    for depth in (candidates * GROUP_GROWTH**r for r in range(GROUP_ROUNDS + 1)):
+        ranked = rank(depth, candidates=depth)
+        passages, capped = choose(_Grouping(group).feed(ranked), per_document, head)
         # Fewer chunks than candidates ranked, with as many candidates on each side: none are left.
-        if len(ranked) < chunks and chunks == depth:
+        if (capped >= under_cap and len(passages) >= want) or len(ranked) < depth:
             break
     return passages[:want]

@@ -80,4 +80,7 @@ MAX_OFFSET = 1000  # deepest result a page may start at: every page re-ranks off
 # second, separate place that matches, while a top 5 still spans three documents or more
 # (benchmarks/distinct.py and docs/search.md measure it).
 DEFAULT_PER_DOCUMENT = 2
+# How far down the default cap holds: the first results (the default top k, what an agent reads first)
+# span documents; after them a long document's further places follow by rank (passages.py).
+SPREAD_HEAD = 5
 MAX_PER_DOCUMENT = 100

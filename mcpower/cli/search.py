@@ -20,7 +20,7 @@ from mcpower.cli.common import (
     settings,
 )
 from mcpower.cli.progress import plural
-from mcpower.defaults import DEFAULT_PER_DOCUMENT, MAX_OFFSET, MAX_PER_DOCUMENT, MAX_TOP_K
+from mcpower.defaults import DEFAULT_PER_DOCUMENT, MAX_OFFSET, MAX_PER_DOCUMENT, MAX_TOP_K, SPREAD_HEAD
 
 
 def search(
@@ -94,7 +94,8 @@ def search(
             min=1,
             max=MAX_PER_DOCUMENT,
             metavar="N",
-            help=f"At most N results from one document [default: {DEFAULT_PER_DOCUMENT} with passages, none: no limit].",
+            help=f"At most N results from one document [default: {DEFAULT_PER_DOCUMENT} among the first {SPREAD_HEAD} "
+            "with passages, a long document's other places after them; none: no limit].",
             show_default=False,
         ),
     ] = None,

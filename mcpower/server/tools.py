@@ -14,7 +14,7 @@ from mcp.types import CallToolResult, ResourceLink, ToolAnnotations
 from pydantic import BeforeValidator, Field
 
 from mcpower import search
-from mcpower.defaults import DEFAULT_PER_DOCUMENT, MAX_PER_DOCUMENT
+from mcpower.defaults import DEFAULT_PER_DOCUMENT, MAX_PER_DOCUMENT, SPREAD_HEAD
 from mcpower.ranking import MAX_QUERY_CHARS, MAX_TOP_K
 from mcpower.registry import Registry
 from mcpower.results import SearchFilters, SearchResponse
@@ -150,8 +150,9 @@ def build_tools(
             Field(
                 ge=1,
                 le=MAX_PER_DOCUMENT,
-                description=f"at most this many results from one document; default {DEFAULT_PER_DOCUMENT} "
-                "with passages, no limit with none",
+                description=f"at most this many results from one document; default: {DEFAULT_PER_DOCUMENT} "
+                f"among the first {SPREAD_HEAD} with passages (a long document's other places follow them), "
+                "no limit with none",
             ),
             BeforeValidator(not_bool),
         ] = None,

@@ -33,6 +33,9 @@ DEFAULT_CHUNK_TOKENS = 250
 DEFAULT_OVERLAP = 32
 # Bigger files are rarely prose; they slow ingest and bloat the stored copy.
 DEFAULT_MAX_FILE_MB = 10.0
+# The embedding store's limit (mcpower/embedding/store.py): 1 GB holds ~650,000 vectors of 384
+# dimensions, an interrupted ingest of a large corpus; 0 turns it off.
+DEFAULT_EMBEDDING_STORE_MB = 1024.0
 # Results a search returns when neither the caller nor the dataset says otherwise (seed 000's default).
 DEFAULT_TOP_K = 5
 # `--watch`: seconds of quiet after the last change before a dataset is re-ingested. An editor's

@@ -116,12 +116,16 @@ class _Grouping:
         return self.out
 
 
-# Grouping first ranks as many chunks as passages are wanted, from the usual candidates: when they are
-# distinct places (most of a collection of abstracts), that costs nothing more. Then twice and
-# GROUP_FACTOR times as many: on documentation the 2k best chunks hold k passages for about half the
-# questions, the 3k best for three in four. Then every candidate, then GROUP_GROWTH times as many
-# candidates, at most GROUP_ROUNDS times: 16 times as deep at most. Each step fetches only the chunks
-# it adds, and candidates are scored once per depth (search._Sides).
+# Grouping ranks every candidate of a candidate depth, then groups them: what a passage spans, and so
+# which passages a list holds, depends only on the candidates, never on how many passages were asked
+# for. (Ranking only as many chunks as passages were wanted first, then more, made a top 7 keep two
+# passages of one section that the chunk between them, ranked 15th, joins into one: the page of a
+# list from offset 6 then disagreed with the whole list.) Candidate depths are min_candidates times a
+# power of GROUP_GROWTH, the first that holds GROUP_FACTOR times the passages wanted (on documentation
+# the 3k best chunks hold k passages for three in four questions), so a page and the whole list agree
+# whenever they rank the same candidates (every list of up to 16 results at the usual 50). Too few
+# passages: GROUP_GROWTH times as many candidates, at most GROUP_ROUNDS times (16 times as deep at
+# most). Candidates are scored once per depth (search._Sides), their chunks fetched once per query.
 GROUP_FACTOR, GROUP_GROWTH, GROUP_ROUNDS = 3, 4, 2
 
 
@@ -134,24 +138,23 @@ class RankChunks(Protocol):
 def best_passages(
     rank: RankChunks, want: int, min_candidates: int, group: Group, per_document: int | None
 ) -> list[Passage]:
-    """The best ``want`` passages of one dataset, from its ranked chunks (``rank``).
+    """The best ``want`` passages of one dataset, from its ranked chunks (``rank``): the first
+    ``want`` of the passages that every candidate of a depth makes (the steps above), so the first
+    passages of a longer list are this list.
 
-    Grouping and the cap leave chunks out, so more chunks are ranked while too few passages come of
-    them (the steps above). Raw chunks without a cap rank ``want`` chunks, as an ungrouped search
-    always did.
+    Grouping and the cap leave chunks out, so more candidates are ranked while too few passages come
+    of them. Raw chunks without a cap rank ``want`` chunks, as an ungrouped search always did.
     """
     if group == "none" and per_document is None:
         return group_hits(rank(want), group, None)
-    candidates = max(want * GROUP_FACTOR, min_candidates)
-    steps = [(want, candidates), (2 * want, candidates), (want * GROUP_FACTOR, candidates)]
-    steps += [(candidates * GROUP_GROWTH**r, candidates * GROUP_GROWTH**r) for r in range(GROUP_ROUNDS + 1)]
-    grouping, scored = _Grouping(group, per_document), candidates
-    for chunks, depth in steps:
-        ranked = rank(chunks, candidates=depth)
-        if depth != scored:  # more candidates rank anew: start over
-            grouping, scored = _Grouping(group, per_document), depth
-        passages = grouping.feed(ranked)
+    candidates = min_candidates
+    while candidates < want * GROUP_FACTOR:
+        candidates *= GROUP_GROWTH
+    passages: list[Passage] = []
+    for depth in (candidates * GROUP_GROWTH**r for r in range(GROUP_ROUNDS + 1)):
+        ranked = rank(depth, candidates=depth)
+        passages = group_hits(ranked, group, per_document)
         # Fewer chunks than candidates ranked, with as many candidates on each side: none are left.
-        if len(passages) >= want or (len(ranked) < chunks and chunks == depth):
+        if len(passages) >= want or len(ranked) < depth:
             break
     return passages[:want]

@@ -115,8 +115,8 @@ def test_grouping_ranks_more_chunks_while_one_document_fills_them() -> None:
     passages = best_passages(rank, 5, 50, "passages", 2)
 
     assert [p.best.document_id for p in passages] == [1, 1, 10, 11, 12]
-    # 5 chunks of the usual 50 candidates, then 10, 15, all 50, then 4 times as many candidates.
-    assert calls == [(5, 50), (10, 50), (15, 50), (50, 50), (200, 200)]
+    # Every one of the usual 50 candidates (two passages of document 1), then 4 times as many candidates.
+    assert calls == [(50, 50), (200, 200)]
     assert len(best_passages(rank, 5, 50, "none", None)) == 5 and calls[-1] == (5, None)
 
 
@@ -129,12 +129,34 @@ def test_growing_is_bounded_and_stops_when_the_candidates_run_out() -> None:
         return one_document[:k]
 
     assert len(best_passages(rank, 5, 50, "passages", 2)) == 2
-    assert calls == [5, 10, 15, 50, 200, 800]  # GROUP_ROUNDS growths of GROUP_GROWTH: 16 times the candidates
+    assert calls == [50, 200, 800]  # GROUP_ROUNDS growths of GROUP_GROWTH: 16 times the candidates
     assert (GROUP_GROWTH, GROUP_ROUNDS, GROUP_FACTOR) == (4, 2, 3)
+    calls.clear()
+    assert len(best_passages(rank, 20, 50, "passages", 2)) == 2
+    assert calls == [200, 800, 3200]  # 60 candidates wanted: the depths are 50 times powers of 4
     del one_document[20:]
     calls.clear()
     assert len(best_passages(rank, 5, 50, "passages", 2)) == 2
-    assert calls == [5, 10, 15, 50]  # 20 chunks from 50 candidates a side: there are no more
+    assert calls == [50]  # 20 chunks from 50 candidates a side: there are no more
+
+
+def test_a_shorter_list_is_the_start_of_a_longer_one() -> None:
+    # Chunks 0 and 2 of document 1 rank first; chunk 1, between them, ranks 12th and joins them into one
+    # passage. A list of any length (a page, the whole list) must see that, whatever it stops at.
+    pool = [(chunk(1, 0, (1, 10)), 0.99), (chunk(1, 2, (21, 30)), 0.98)]
+    pool += [(chunk(10 + n, 0, (1, 5)), 0.9 - n / 100) for n in range(9)]
+    pool += [(chunk(1, 1, (11, 20)), 0.5)]
+    pool += [(chunk(30 + n, 0, (1, 5)), 0.4 - n / 100) for n in range(10)]
+
+    def rank(k: int, candidates: int | None = None) -> list[tuple[ChunkHit, float]]:
+        return pool[:k]
+
+    longest = [(p.best, p.start_line, p.end_line) for p in best_passages(rank, 19, 50, "passages", 2)]
+    assert longest[0] == (pool[0][0], 1, 30) and len(longest) == 19
+    for want in range(1, 19):
+        assert [(p.best, p.start_line, p.end_line) for p in best_passages(rank, want, 50, "passages", 2)] == longest[
+            :want
+        ], want
 
 
 @pytest.mark.parametrize(("group", "per_document"), [("chunks", None), ("", 2), ("passages", 0), ("none", True)])

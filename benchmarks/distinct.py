@@ -8,7 +8,9 @@ DATASETS_DIR holds datasets ingested with the default model under these ids (any
 ``scifact`` (shared/bench/<name>/docs). Judged questions: benchmarks/data/ for docs and fastapi,
 the collections' own for cranfield and scifact.
 
-distinct   per dataset and grouping (raw chunks as before, passages with 1, 2 or 3 per document):
+distinct   per dataset and grouping (raw chunks as before; passages as by default, "passages/None": two
+           per document over the first five results, then by place; passages with a cap of 1, 2 or 3
+           per document over every result):
            distinct documents in the top 5, recall@5 counted over distinct documents, nDCG@10 of the
            top 10 results (documents once, at their best result), and search latency (median, p95)
 across     every dataset searched at once, on each dataset's own questions: where the relevant document
@@ -33,7 +35,14 @@ from mcpower.results import SearchResult
 from mcpower.search import search
 
 DATA = Path(__file__).resolve().parent / "data"
-CONFIGS: list[tuple[str, int | None]] = [("none", None), ("passages", 1), ("passages", 2), ("passages", 3)]
+# ("passages", None) is the default: two per document over the first five, then by place (passages.py).
+CONFIGS: list[tuple[str, int | None]] = [
+    ("none", None),
+    ("passages", None),
+    ("passages", 1),
+    ("passages", 2),
+    ("passages", 3),
+]
 
 
 def judged(name: str, corpora: Path) -> tuple[dict[str, str], dict[str, dict[str, float]]]:

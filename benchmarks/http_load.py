@@ -56,7 +56,7 @@ def measure_search(root: Path, rounds: int) -> dict[str, Any]:
     from mcpower import search
     from mcpower.registry import Registry
     from mcpower.results import SearchFilters
-    from mcpower.server.app import MAX_RESULTS_JSON_BYTES
+    from mcpower.server.tools import MAX_RESULTS_JSON_BYTES
 
     registry = Registry(root)
 

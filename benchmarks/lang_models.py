@@ -18,6 +18,15 @@ flagged low_confidence, against the share of the book's own questions (benchmark
 
 ``sweep``: benchmarks/languages.py run once per weight for text the model does not read, on the same
 datasets (the weight changes searches only, so they are ingested once).
+
+``tune``: benchmarks/languages.py (hybrid only) run once per value of one of fusion's search-time
+settings, on the same datasets, and a table of hybrid nDCG@10 per language, for the CJK questions
+without a Latin letter and per cross-lingual pair, with the low-confidence share, per value:
+
+    python benchmarks/lang_models.py tune --param CROSS_WEIGHT=0.6,0.7,0.8,0.9 -- [ARGS OF languages.py]
+
+PARAM is SEMANTIC_WEIGHT, KEYWORD_HALF (mcpower/ranking.py), CROSS_WEIGHT, UNCOVERED_WEIGHT
+(mcpower/coverage.py) or E5_SCALE (multilingual-e5-small's cosine scale, LOW:HIGH).
 """
 
 from __future__ import annotations
@@ -206,6 +215,57 @@ def sweep(args: argparse.Namespace) -> None:
     print(json.dumps({str(w): s for w, s in results.items()}, indent=1, ensure_ascii=False, default=str)[:20000])
 
 
+TUNABLE = ("SEMANTIC_WEIGHT", "KEYWORD_HALF", "CROSS_WEIGHT", "UNCOVERED_WEIGHT", "E5_SCALE")
+
+
+def set_param(name: str, value: str) -> None:
+    """One of fusion's search-time settings, set in the modules that read it."""
+    from mcpower import coverage, ranking, search
+    from mcpower.defaults import MULTILINGUAL_MODEL
+
+    if name == "SEMANTIC_WEIGHT":  # search.py passes its own import on; fuse() falls back to ranking's
+        ranking.SEMANTIC_WEIGHT = search.SEMANTIC_WEIGHT = float(value)  # type: ignore[attr-defined]
+    elif name == "KEYWORD_HALF":
+        ranking.KEYWORD_HALF = float(value)
+    elif name in ("CROSS_WEIGHT", "UNCOVERED_WEIGHT"):
+        setattr(coverage, name, float(value))
+    elif name == "E5_SCALE":
+        low, high = (float(x) for x in value.split(":"))
+        coverage._COSINE_SCALES[MULTILINGUAL_MODEL] = (low, high)
+    else:
+        raise SystemExit(f"--param: one of {', '.join(TUNABLE)}, got {name!r}")
+
+
+def tune_rows(summary: dict[str, Any]) -> dict[str, tuple[float, float]]:
+    """Hybrid (nDCG@10, low-confidence share) per language, the CJK no-Latin row and each cross pair."""
+    out = {s["lang"]: s for s in summary["languages"]}
+    if summary.get("cjk_no_latin"):
+        out["cjk-no-latin"] = summary["cjk_no_latin"]
+    out.update({f"{c['questions_lang']}>{c['book_lang']}": c for c in summary["cross"]})
+    return {k: (v["hybrid"]["ndcg@10"], v["hybrid"]["low_confidence"]) for k, v in out.items() if "hybrid" in v}
+
+
+def tune(args: argparse.Namespace) -> None:
+    import runpy
+
+    name, _, values = args.param.partition("=")
+    results: dict[str, dict[str, tuple[float, float]]] = {}
+    for value in values.split(","):
+        set_param(name, value)
+        out = Path(f"/tmp/lang_models-tune-{name}-{value}.json")
+        sys.argv = ["languages.py", *args.rest, "--modes", "hybrid", "--out", str(out)]
+        note(f"{name} = {value} (load {load_avg()})")
+        runpy.run_path(str(Path(__file__).with_name("languages.py")), run_name="__main__")
+        results[value] = tune_rows(json.loads(out.read_text())["summary"])
+    rows = list(dict.fromkeys(k for r in results.values() for k in r))
+    print(f"\n| {name} | " + " | ".join(rows) + " | mean of languages |")
+    print("| --- |" + " --- |" * (len(rows) + 1))
+    for value, r in results.items():
+        langs = [r[k][0] for k in rows if k in r and ">" not in k and k != "cjk-no-latin"]
+        cells = " | ".join(f"{r[k][0]:.3f} ({r[k][1]:.0%})" if k in r else "" for k in rows)
+        print(f"| {value} | {cells} | {statistics.mean(langs):.3f} |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="part", required=True)
@@ -219,10 +279,13 @@ def main() -> None:
     w = sub.add_parser("sweep")
     w.add_argument("--weights", type=float, nargs="+", default=[0.5, 0.15])
     w.add_argument("rest", nargs=argparse.REMAINDER)
+    t = sub.add_parser("tune")
+    t.add_argument("--param", required=True, help="NAME=V1,V2,... (" + ", ".join(TUNABLE) + ")")
+    t.add_argument("rest", nargs=argparse.REMAINDER)
     args = ap.parse_args()
-    if args.part == "sweep" and args.rest[:1] == ["--"]:
+    if args.part in ("sweep", "tune") and args.rest[:1] == ["--"]:
         args.rest = args.rest[1:]
-    {"speed": speed, "offtopic": offtopic, "sweep": sweep}[args.part](args)
+    {"speed": speed, "offtopic": offtopic, "sweep": sweep, "tune": tune}[args.part](args)
 
 
 if __name__ == "__main__":

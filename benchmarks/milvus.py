@@ -99,6 +99,10 @@ class QueryCache:
     def count_tokens(self, texts: Any) -> list[int]:
         return self._inner.count_tokens(texts)
 
+    @property
+    def token_counter(self) -> Any:
+        return self._inner.token_counter
+
     def embed_documents(self, texts: Any, progress: ProgressFn | None = None) -> Any:
         return self._inner.embed_documents(texts, progress)
 

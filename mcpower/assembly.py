@@ -10,7 +10,9 @@ import dataclasses
 import hashlib
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable
+from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,23 +20,24 @@ import numpy as np
 
 from mcpower import embedding
 from mcpower.analysis import chunk_languages
-from mcpower.chunking import UnreadableError, build_document, size_limit
-from mcpower.chunking.worker import Reader
+from mcpower.chunking import UnreadableError, size_limit
+from mcpower.chunking.worker import ChunkingError, Reader
 from mcpower.discover import SourceFile, read_document
+from mcpower.duplicates import Duplicates
 from mcpower.errors import IngestError
 from mcpower.manifest import now_utc
+from mcpower.plan import IngestPlan, ProgressCallback, embed_new
 from mcpower.store import ChunkRow, DocumentRow, Store, chunk_id
 
 if TYPE_CHECKING:
+    from mcpower.embedding.store import EmbeddingStore
     from mcpower.ingestion import IngestOptions, IngestReport
 
 logger = logging.getLogger(__name__)
 
-# (phase, done, total): "waiting" (once, when --wait has to wait for another ingest), "files", "chunks"
-ProgressCallback = Callable[[str, int, int], None]
-# Chunks embedded (or carried over) per call: the vectors of one block are the only copy beside the
-# dataset's own array (6 MB at 384 dimensions), whatever the dataset's size. Length-sorted batches
-# within 4,096 texts pad as little as within all of them.
+# Chunks carried over per call: the vectors of one block are the only copy beside the dataset's own
+# array (6 MB at 384 dimensions), whatever the dataset's size. (New chunks are embedded a slice at a
+# time straight into it: mcpower/plan.py.)
 VECTOR_BLOCK = 4096
 
 
@@ -49,9 +52,15 @@ def assemble(
     report: IngestReport,
     progress: ProgressCallback | None,
     language: str | None = None,
+    *,
+    store: Callable[[], EmbeddingStore | None] | None = None,
+    announce: Callable[[IngestPlan], None] | None = None,
+    reader: Reader | None = None,
 ) -> tuple[list[DocumentRow], list[ChunkRow], np.ndarray]:
     """The documents, chunks and vectors of the new version, each chunk with its language
-    (``language`` forced, else detected: mcpower.analysis).
+    (``language`` forced, else detected: mcpower.analysis); files read with ``reader`` (the
+    ingest's, which the ingest ends), else with a reader of its own; ``report`` is filled in as it
+    goes, and ``report.plan`` says what it did or, with ``opts.dry_run``, would do.
 
     Raises:
         IngestError: every file was skipped; the model gave non-finite vectors; the language
@@ -69,9 +78,11 @@ def assemble(
     chunks: list[ChunkRow] = []
     carried: list[int] = []  # chunk ids whose vectors come from the previous version
     to_embed: list[tuple[int, str]] = []  # (position in chunks, text to embed)
+    status: list[str] = []  # per document: "unchanged", "touched", "changed" or "added"
+    finder = Duplicates(f.rel for f in files)
     indexed_at = now_utc().isoformat()
     t0 = time.perf_counter()
-    with Reader() as reader:
+    with Reader() if reader is None else nullcontext(reader) as reader:
         for n, f in enumerate(files, 1):
             if progress:
                 progress("files", n, len(files))
@@ -87,33 +98,33 @@ def assemble(
             prev = old.pop(f.rel, None)
             if prev is not None and prev[0].content_hash == content_hash:
                 d, cs = prev
-                if (d.size, d.mtime) != (size, mtime):
-                    report.touched += 1
+                status.append("touched" if (d.size, d.mtime) != (size, mtime) else "unchanged")
                 docs.append(dataclasses.replace(d, id=doc_id, size=size, mtime=mtime))
                 langs = chunk_languages([c.text for c in cs], language) if relabel else [c.language for c in cs]
                 for old_chunk, lang in zip(cs, langs):
                     chunks.append(dataclasses.replace(old_chunk, document_id=doc_id, language=lang))
                     carried.append(old_chunk.id)
-                report.unchanged += 1
+                finder.add(f.rel, content_hash, d.content)
                 continue
             try:
-                parsed = reader.read(raw, suffix)
+                document = reader.document(raw, suffix, Path(f.rel).name, emb.token_counter, chunk_tokens, overlap)
             except UnreadableError as e:
                 report.skipped.append((f.rel, str(e)))
                 continue
-            del raw
-            try:
-                document = build_document(parsed, Path(f.rel).name, emb.count_tokens, chunk_tokens, overlap)
             except Exception as e:  # a chunker bug one file triggers must not stop the others being ingested
                 logger.exception("cannot chunk %s", f.rel, extra={"event": "ingest.chunk_error"})
-                report.skipped.append((f.rel, f"cannot be chunked ({type(e).__name__}); please report this as a bug"))
+                kind = e.kind if isinstance(e, ChunkingError) else type(e).__name__
+                report.skipped.append((f.rel, f"cannot be chunked ({kind}); please report this as a bug"))
                 continue
+            finally:
+                del raw
             report.file_notes.extend((f.rel, note) for note in document.notes)
             docs.append(
                 DocumentRow(
                     doc_id, f.rel, document.title, suffix, size, mtime, content_hash, indexed_at, document.content
                 )
             )
+            finder.add(f.rel, content_hash, document.content)
             # An edited file keeps the vectors of its chunks whose text and headings did not change.
             kept = {(c.id, c.heading_path, c.text) for c in prev[1]} if prev is not None else set()
             seen: dict[str, int] = {}
@@ -139,42 +150,87 @@ def assemble(
                 else:
                     to_embed.append((len(chunks), c.embed_text))
                 chunks.append(row)
-            if prev is None:
-                report.added += 1
-            else:
-                report.changed += 1
-    report.removed = len(old)
-    report.read_seconds = time.perf_counter() - t0
+            status.append("added" if prev is None else "changed")
     if not docs:
+        report.read_seconds = time.perf_counter() - t0
         raise IngestError(f"{src.name}: every file was skipped — {skip_summary(report.skipped)}")
+    content = {d.path: i for i, d in enumerate(docs)}
+    found = [] if opts.keep_duplicates else finder.resolve(lambda rel: docs[content[rel]].content)
+    report.duplicates.extend(found)
+    # A duplicate the previous version held is removed from the dataset.
+    dropped_indexed = [d.path for d in found if status[content[d.path]] != "added"]
+    if found:
+        docs, chunks, carried, to_embed, status = _without(
+            {d.path for d in found}, docs, chunks, carried, to_embed, status
+        )
+    report.read_seconds = time.perf_counter() - t0
+    counts = Counter(status)
+    report.added, report.changed = counts["added"], counts["changed"]
+    report.unchanged, report.touched = counts["unchanged"] + counts["touched"], counts["touched"]
+    report.removed = len(old) + len(dropped_indexed)
     _check_unique([c.id for c in chunks])
+    plan = report.plan
+    plan.documents, plan.chunks = len(docs), len(chunks)
+    plan.read, plan.unchanged = report.added + report.changed, report.unchanged + report.touched
+    plan.duplicates, plan.skipped = len(report.duplicates), len(report.skipped)
+    plan.carried, plan.removed = len(carried), sorted([*old, *dropped_indexed])
     # The dataset's vectors are held once: filled block by block, never built whole and then copied
     # (a million chunks' vectors are 1.5 GB).
     vectors = np.zeros((len(chunks), emb.dimension), dtype=np.float32)
-    if reuse is not None and carried:
+    if reuse is not None and carried and not opts.dry_run:
         position = {c.id: i for i, c in enumerate(chunks)}
         for start in range(0, len(carried), VECTOR_BLOCK):
             reused = carried[start : start + VECTOR_BLOCK]
             vectors[[position[i] for i in reused]] = reuse.vectors(reused)
-    if to_embed:
-        t0 = time.perf_counter()
-        done = 0
-
-        def tick(n: int) -> None:
-            nonlocal done
-            done += n
-            if progress:
-                progress("chunks", done, len(to_embed))
-
-        for start in range(0, len(to_embed), VECTOR_BLOCK):
-            block = to_embed[start : start + VECTOR_BLOCK]
-            vectors[[i for i, _ in block]] = emb.embed_documents([t for _, t in block], progress=tick)
+    t0 = time.perf_counter()
+    report.embedded = embed_new(
+        emb,
+        [t for _, t in to_embed],
+        vectors,
+        [i for i, _ in to_embed],
+        store,
+        plan,
+        reuse_stored=not opts.full,
+        dry_run=opts.dry_run,
+        progress=progress,
+        announce=announce,
+    )
+    if report.embedded:
         report.embed_seconds = time.perf_counter() - t0
-    report.embedded = len(to_embed)
-    for start in range(0, len(vectors), VECTOR_BLOCK):
-        if not np.isfinite(vectors[start : start + VECTOR_BLOCK]).all():
-            raise IngestError("the model produced non-finite vectors; the model files may be damaged")
+    if not opts.dry_run:
+        for start in range(0, len(vectors), VECTOR_BLOCK):
+            if not np.isfinite(vectors[start : start + VECTOR_BLOCK]).all():
+                raise IngestError("the model produced non-finite vectors; the model files may be damaged")
     return docs, chunks, vectors
+
+
+def _without(
+    dropped: set[str],
+    docs: list[DocumentRow],
+    chunks: list[ChunkRow],
+    carried: list[int],
+    to_embed: list[tuple[int, str]],
+    status: list[str],
+) -> tuple[list[DocumentRow], list[ChunkRow], list[int], list[tuple[int, str]], list[str]]:
+    """The lists without the documents at ``dropped`` paths (and their chunks), renumbered."""
+    new_id: dict[int, int] = {}
+    kept_docs: list[DocumentRow] = []
+    kept_status: list[str] = []
+    for d, st in zip(docs, status, strict=True):
+        if d.path not in dropped:
+            new_id[d.id] = len(kept_docs) + 1
+            kept_docs.append(dataclasses.replace(d, id=new_id[d.id]))
+            kept_status.append(st)
+    embed_at = dict(to_embed)
+    kept_chunks: list[ChunkRow] = []
+    kept_embed: list[tuple[int, str]] = []
+    for i, c in enumerate(chunks):
+        if c.document_id in new_id:
+            if i in embed_at:
+                kept_embed.append((len(kept_chunks), embed_at[i]))
+            kept_chunks.append(dataclasses.replace(c, document_id=new_id[c.document_id]))
+    alive = {c.id for c in kept_chunks}
+    return kept_docs, kept_chunks, [i for i in carried if i in alive], kept_embed, kept_status
 
 
 def skip_summary(skipped: list[tuple[str, str]], examples: int = 3) -> str:

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 from mcpower.defaults import (
     DEFAULT_BACKEND,
     DEFAULT_DATASETS_DIR,
+    DEFAULT_EMBEDDING_STORE_MB,
     DEFAULT_HTTP_HOST,
     DEFAULT_HTTP_MAX_CONNECTIONS,
     DEFAULT_HTTP_PORT,
@@ -62,6 +63,11 @@ class Settings(BaseModel):
     log_format: Literal["json", "text"] = "json"
     tool_names: Literal["default", "seed"] = "default"
     max_file_mb: float = Field(DEFAULT_MAX_FILE_MB, gt=0, description="ingest skips files larger than this")
+    embedding_store_mb: float = Field(
+        DEFAULT_EMBEDDING_STORE_MB,
+        ge=0,
+        description="MB the embedding store may keep in the cache folder, so an interrupted ingest resumes (0: none)",
+    )
     watch: bool = Field(False, description="serve: re-ingest datasets as their source folders change")
     watch_debounce: float = Field(
         DEFAULT_WATCH_DEBOUNCE, ge=0.05, le=60, description="seconds of quiet after a change before re-ingesting"

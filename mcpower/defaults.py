@@ -33,6 +33,9 @@ DEFAULT_CHUNK_TOKENS = 250
 DEFAULT_OVERLAP = 32
 # Bigger files are rarely prose; they slow ingest and bloat the stored copy.
 DEFAULT_MAX_FILE_MB = 10.0
+# The embedding store's limit (mcpower/embedding/store.py): 1 GB holds ~650,000 vectors of 384
+# dimensions, an interrupted ingest of a large corpus; 0 turns it off.
+DEFAULT_EMBEDDING_STORE_MB = 1024.0
 # Results a search returns when neither the caller nor the dataset says otherwise (seed 000's default).
 DEFAULT_TOP_K = 5
 # `--watch`: seconds of quiet after the last change before a dataset is re-ingested. An editor's
@@ -77,4 +80,7 @@ MAX_OFFSET = 1000  # deepest result a page may start at: every page re-ranks off
 # second, separate place that matches, while a top 5 still spans three documents or more
 # (benchmarks/distinct.py and docs/search.md measure it).
 DEFAULT_PER_DOCUMENT = 2
+# How far down the default cap holds: the first results (the default top k, what an agent reads first)
+# span documents; after them a long document's further places follow by rank (passages.py).
+SPREAD_HEAD = 5
 MAX_PER_DOCUMENT = 100

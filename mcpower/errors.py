@@ -22,6 +22,10 @@ the CLI prints them as one line and the MCP server returns them as tool errors.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
+
+# What a caller who sees no dataset is told, when none exists (registry.Registry.none_here).
+NO_DATASETS_YET = "there are no datasets yet: create one with `mcpower ingest PATH`"
 
 
 class McpowerError(Exception):
@@ -39,23 +43,42 @@ class DatasetNotFoundError(McpowerError):
 
     SHOWN = 20  # ids named in the message; the rest are counted
 
-    def __init__(self, dataset_id: str, available: list[str], unreadable: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        dataset_id: str,
+        available: list[str],
+        unreadable: Sequence[str] = (),
+        root: Path | None = None,
+        none_here: str = NO_DATASETS_YET,
+    ) -> None:
         """``unreadable``: why the places that could hold it could not be read (a Milvus database
-        held by another process, unreachable ...): said, since the dataset may be there."""
+        held by another process, unreachable ...): said, since the dataset may be there. ``root``:
+        the datasets folder it was looked for in, kept for the CLI (:meth:`located`), never in the
+        message a client reads. ``none_here``: what is said when there is no dataset to name
+        (``Registry.none_here``: to a caller whose token grants none, that it grants none)."""
+        self.dataset_id = dataset_id
+        self.available = available
+        self.unreadable = list(unreadable)
+        self.root = root
+        self.none_here = none_here
+        super().__init__(self.located(""))
+
+    def located(self, where: str) -> str:
+        """The message, saying ``where`` the dataset was looked for (``""``: nowhere named)."""
+        available = self.available
         shown = ", ".join(available[: self.SHOWN]) if available else "none"
-        if not available and not unreadable:
-            shown += " (create one with `mcpower ingest PATH`)"
+        if not available and not self.unreadable:
+            shown += f" ({self.none_here})"
         if len(available) > self.SHOWN:
             shown += (
                 f" and {len(available) - self.SHOWN} more (list them with knowledge_list_datasets / `mcpower datasets`)"
             )
-        message = f"unknown dataset {dataset_id[:80]!r}; available datasets: {shown}"
-        if unreadable:
-            message += f"; it may be in a database that could not be read: {'; '.join(unreadable)}"
-        super().__init__(message)
-        self.dataset_id = dataset_id
-        self.available = available
-        self.unreadable = list(unreadable)
+        message = (
+            f"unknown dataset {self.dataset_id[:80]!r}{f' under {where}' if where else ''}; available datasets: {shown}"
+        )
+        if self.unreadable:
+            message += f"; it may be in a database that could not be read: {'; '.join(self.unreadable)}"
+        return message
 
 
 class DatasetUnavailableError(McpowerError):

@@ -5,7 +5,9 @@ a staging folder renamed into place, then the manifest replaced atomically), und
 write lock; a crash or Ctrl-C at any point leaves the previous version serving.
 
 Re-ingesting an existing dataset with the same model and chunking re-embeds only files whose
-content changed and carries the other vectors over.
+content changed and carries the other vectors over. New vectors go to the embedding store as they
+are made (mcpower/embedding/store.py), so an ingest interrupted before it publishes resumes there.
+A file reached twice, or a text another document holds, is read once (mcpower/duplicates.py).
 """
 
 from __future__ import annotations
@@ -14,18 +16,22 @@ import hashlib
 import logging
 import time
 from collections import Counter
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from mcpower import __version__, embedding, gitignore, model_choice
-from mcpower.analysis import SCHEME, normalize_language
-from mcpower.assembly import ProgressCallback, assemble, skip_summary
-from mcpower.chunking import CHUNKER, SUPPORTED_TYPES
-from mcpower.defaults import DEFAULT_BACKEND, DEFAULT_CHUNK_TOKENS, DEFAULT_OVERLAP, DEFAULT_TOP_K, MAX_PROMPT_CHARS
-from mcpower.discover import DEFAULT_MAX_FILE_BYTES, discover
+from mcpower.analysis import SCHEME, normalize_language, undetermined_as
+from mcpower.assembly import assemble, skip_summary
+from mcpower.chunking import CHUNKER
+from mcpower.chunking.worker import Reader
+from mcpower.defaults import DEFAULT_TOP_K, MAX_PROMPT_CHARS
+from mcpower.discover import SourceFile, discover
+from mcpower.duplicates import same_files
+from mcpower.embedding.store import EmbeddingStore
+from mcpower.env import default_cache_dir
 from mcpower.errors import DatasetLockedError, IngestError
+from mcpower.ingest_types import IngestOptions, IngestReport
 from mcpower.manifest import (
     MAX_CHUNK_TOKENS,
     MAX_LANGUAGES,
@@ -36,126 +42,19 @@ from mcpower.manifest import (
     Counts,
     DatasetInfo,
     EmbeddingInfo,
-    Origin,
-    SourceInfo,
     is_valid_id,
     now_utc,
     slugify,
 )
+from mcpower.plan import IngestPlan, ProgressCallback
 from mcpower.provenance import check_same_source, source_record
-from mcpower.results import ReindexCounts
-from mcpower.store import Catalog, DatasetBuild
+from mcpower.store import Catalog, ChunkRow, DatasetBuild, DocumentRow
 from mcpower.store.local import LocalCatalog
+from mcpower.unread import what_is_there
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["IngestOptions", "IngestReport", "ProgressCallback", "fit_window", "ingest", "skip_summary"]
-
-
-@dataclass(frozen=True)
-class IngestOptions:
-    """How to build a dataset; every field has the default `mcpower ingest` uses."""
-
-    dataset_id: str | None = None  # default: the folder name as a slug
-    name: str | None = None  # default: the folder name
-    description: str | None = None  # default: the previous version's, else "Documents from <name>"
-    # None: the previous version's model, else the one the documents' languages call for
-    # (model_choice.py: all-MiniLM-L6-v2 for English, multilingual-e5-small for the rest).
-    model: str | None = None
-    # The prompts put before each query and document text; None: the model's own (its folder's
-    # config_sentence_transformers.json), else the previous version's if it used this model.
-    query_prompt: str | None = None
-    document_prompt: str | None = None
-    backend: str = DEFAULT_BACKEND
-    cache_dir: Path | None = None  # where ONNX exports are cached (default: config.default_cache_dir())
-    chunk_tokens: int = DEFAULT_CHUNK_TOKENS
-    overlap: int = DEFAULT_OVERLAP
-    include: Sequence[str] = ()
-    exclude: Sequence[str] = ()
-    code: bool = False  # also read source code (.py, .js, .go ...); an include glob naming a suffix does too
-    keep_site_files: bool = False  # read a built site's furniture too (_sources, genindex ...: mcpower/sites.py)
-    follow_symlinks: bool = False
-    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
-    default_top_k: int | None = None  # default: the previous version's, else DEFAULT_TOP_K
-    full: bool = False  # re-embed everything instead of carrying unchanged documents over
-    wait: bool = False  # wait for another ingest of the dataset instead of failing
-    # Publish nothing when no file was added, changed, removed or touched and no option changed: a
-    # re-ingest (or a watcher's save) that changed nothing must not make a new version.
-    skip_unchanged: bool = True
-    # Rebuild the dataset from ``source`` even if it was built from another folder (without it,
-    # that is an error: a folder name used twice must not silently replace the other dataset).
-    replace: bool = False
-    # The documents' language (an ISO 639 code, 'zh-CN' and 'DE' accepted): every chunk is taken
-    # to be in it and nothing is detected; "auto" detects each chunk's; None: as the previous
-    # version recorded (a forced language is kept by re-ingests and --watch), else "auto".
-    language: str | None = None
-    # Recorded as the source's options instead of the ones above (the watcher re-ingests within its
-    # operator's limits, and keeps the record as the dataset's owner made it: watch/limits.py).
-    source_record: SourceInfo | None = None
-    # A fetched source (mcpower/sources/): where the folder came from, recorded with it.
-    origin: Origin | None = None
-
-
-@dataclass
-class IngestReport:
-    """What an ingest did, for the CLI summary and for tests."""
-
-    dataset_id: str
-    location: str  # where the dataset lives (its folder, for the local store)
-    documents: int = 0
-    chunks: int = 0
-    embedded: int = 0  # chunks embedded in this run (the rest were carried over)
-    added: int = 0
-    changed: int = 0
-    removed: int = 0
-    unchanged: int = 0
-    skipped: list[tuple[str, str]] = field(default_factory=list)  # (relative path, reason)
-    file_notes: list[tuple[str, str]] = field(default_factory=list)  # (relative path, how it was read)
-    full_rebuild: bool = True
-    rebuild_reason: str = ""
-    seconds: float = 0.0
-    # Each phase's own time (the total is ``seconds``): loading the model (a first ONNX export
-    # included), waiting for another ingest (--wait), reading and chunking, embedding, writing.
-    model_seconds: float = 0.0
-    wait_seconds: float = 0.0
-    read_seconds: float = 0.0
-    embed_seconds: float = 0.0
-    write_seconds: float = 0.0
-    touched: int = 0  # unchanged content, but another size or modification time: recorded anew
-    published: bool = True  # False when skip_unchanged found nothing to publish
-    notes: list[str] = field(default_factory=list)  # worth telling the user, not errors
-    languages: dict[str, int] = field(default_factory=dict)  # chunks per language, as published
-    language: str | None = None  # the language forced for every chunk, if one was (--language)
-    model: str = ""  # the embedding model the dataset is built with
-    model_reason: str = ""  # why that one, when it was chosen rather than named (model_choice.py)
-    # The model loaded for this ingest, for a caller that goes on using it (`ingest --watch`).
-    embedder: embedding.Embedder | None = field(default=None, repr=False, compare=False)
-    fetch: Any = None  # a fetched source's report (sources.crawl.CrawlReport, sources.git.GitReport)
-
-    def changes(self) -> ReindexCounts:
-        """What this ingest changed, as a watcher reports its last re-index."""
-        return ReindexCounts(
-            added=self.added,
-            changed=self.changed,
-            removed=self.removed,
-            embedded=self.embedded,
-            seconds=round(self.seconds, 2),
-        )
-
-    @property
-    def chunks_per_second(self) -> float:
-        """Embedding speed: chunks embedded per second of the embedding phase alone."""
-        return self.embedded / self.embed_seconds if self.embed_seconds else 0.0
-
-    def phases(self) -> dict[str, float]:
-        """Seconds per phase, for reports: model, waiting, reading, embedding, writing."""
-        return {
-            "model": self.model_seconds,
-            "waiting": self.wait_seconds,
-            "reading": self.read_seconds,
-            "embedding": self.embed_seconds,
-            "writing": self.write_seconds,
-        }
+__all__ = ["IngestOptions", "IngestPlan", "IngestReport", "ProgressCallback", "fit_window", "ingest", "skip_summary"]
 
 
 def ingest(
@@ -165,9 +64,12 @@ def ingest(
     *,
     embedder: embedding.Embedder | None = None,
     progress: ProgressCallback | None = None,
+    announce: Callable[[IngestPlan], None] | None = None,
 ) -> IngestReport:
     """Build (or update) the dataset for the folder ``source`` in ``target`` (a datasets folder or
-    a catalog) and publish it atomically.
+    a catalog) and publish it atomically; ``announce`` is told the plan once it is known, before
+    the embedding (or after the first, timed, slice of it). With ``options.dry_run``, only plan:
+    nothing is written, the lock is not taken, the report's ``plan`` says what would be done.
 
     Raises:
         IngestError: bad source folder or id, nothing to ingest, disk full.
@@ -224,96 +126,163 @@ def ingest(
         code=opts.code,
         keep_site_files=opts.keep_site_files,
     )
+    files, linked = same_files(files)
     if not files:
-        raise IngestError(
-            f"{source}: no documents to ingest (looked for {', '.join(sorted(SUPPORTED_TYPES))}"
-            + (f"; {len(skipped)} skipped" if skipped else "")
-            + ")"
-        )
+        why = what_is_there(src, skipped, skip_dirs) + (f"; skipped: {skip_summary(skipped)}" if skipped else "")
+        raise IngestError(f"{source}: no documents to ingest — {why}")
     for flag, prompt in (("--query-prompt", opts.query_prompt), ("--document-prompt", opts.document_prompt)):
         if prompt is not None and len(prompt) > MAX_PROMPT_CHARS:
             raise IngestError(f"{flag} is {len(prompt)} characters; a prompt takes at most {MAX_PROMPT_CHARS}")
     report = IngestReport(ds_id, catalog.location(ds_id), skipped=list(skipped))
-    if opts.wait and progress is not None and _held_by_another(catalog, ds_id):
-        progress("waiting", 0, 0)  # said before blocking; a plain `with`, so no lock outlives a Ctrl-C
-    t0 = time.perf_counter()
-    with catalog.lock(ds_id, opts.wait):
-        report.wait_seconds = time.perf_counter() - t0
-        previous = catalog.current(ds_id)
-        try:
-            if previous is not None and not opts.replace:
-                check_same_source(ds_id, previous.info, src, opts.origin)
+    report.duplicates.extend(linked)
+    run = _Run(src, ds_id, catalog, files, opts, embedder, chunk_tokens, overlap, report)
+    try:
+        if opts.dry_run:  # without the lock: a plan of the version current now
+            _version(run, progress, announce)
+        else:
+            if opts.wait and progress is not None and _held_by_another(catalog, ds_id):
+                progress("waiting", 0, 0)  # said before blocking; a plain `with`, so no lock outlives a Ctrl-C
             t0 = time.perf_counter()
-            prev_info = previous.info if previous is not None else None
-            if embedder is not None:
-                emb = model_choice.prompted(embedder, opts, prev_info)
-            else:
-                emb = model_choice.load_for_ingest(src, files, opts, prev_info, report)
-            report.model_seconds = time.perf_counter() - t0
-            report.model, report.embedder = emb.model_name, emb
-            chunk_tokens, overlap = fit_window(chunk_tokens, overlap, emb.max_tokens, model_choice.prompt_tokens(emb))
-            fingerprint = _fingerprint(emb, chunk_tokens, overlap)
-            if previous is not None and not opts.full and previous.info.fingerprint != fingerprint:
-                report.rebuild_reason = "the model or chunking settings changed"
-            reuse = previous if previous is not None and not opts.full and not report.rebuild_reason else None
-            report.full_rebuild = reuse is None
-            language = _language(opts, previous.info if previous is not None else None)
-            report.language = language
-            docs, chunks, vectors = assemble(
-                src, files, opts, emb, chunk_tokens, overlap, reuse, report, progress, language=language
-            )
-            if note := model_choice.coverage_note(emb, Counter(c.language for c in chunks)):
-                report.notes.append(note)
-            if not src.is_dir():  # deleted or renamed meanwhile: the files not read yet are not gone from it
-                raise IngestError(f"{src.name}: the folder vanished while it was read; nothing was published")
-            prev = previous.info if previous is not None else None
-            now = now_utc()
-            name = opts.name or src.name
-            info = DatasetInfo(
-                id=ds_id,
-                name=(name.strip() or ds_id)[:128],
-                description=(opts.description or (prev.description if prev else f"Documents from {name}"))[:512],
-                default_top_k=opts.default_top_k or (prev.default_top_k if prev else DEFAULT_TOP_K),
-                embedding=EmbeddingInfo.model_validate(  # validated: backend comes from the embedder at run time
-                    {
-                        "model": emb.model_name,
-                        "backend": emb.backend,
-                        "dimension": emb.dimension,
-                        "max_tokens": emb.max_tokens,
-                        "model_fingerprint": emb.model_fingerprint,
-                        "query_prompt": emb.query_prompt,
-                        "document_prompt": emb.document_prompt,
-                        "languages": sorted(emb.languages) if emb.languages is not None else None,
-                    }
-                ),
-                chunking=ChunkingInfo(chunker=CHUNKER, chunk_tokens=chunk_tokens, overlap=overlap),
-                fingerprint=fingerprint,
-                counts=Counts(
-                    documents=len(docs),
-                    chunks=len(chunks),
-                    file_types=dict(Counter(d.file_type for d in docs)),
-                    languages=dict(Counter(c.language for c in chunks).most_common(MAX_LANGUAGES)),
-                ),
-                created_at=prev.created_at if prev else now,
-                updated_at=now,
-                mcpower_version=__version__,
-                source=source_record(src, opts, report),
-                analysis=AnalysisInfo(scheme=SCHEME, language=language),
-            )
-            if opts.skip_unchanged and prev is not None and _nothing_changed(prev, info, report):
-                report.published = False
-                published = prev
-            else:
-                t0 = time.perf_counter()
-                published = catalog.publish(DatasetBuild(info, docs, chunks, vectors))
-                report.write_seconds = time.perf_counter() - t0
-        finally:
-            if previous is not None:
-                previous.close()
-    report.documents, report.chunks = published.counts.documents, published.counts.chunks
-    report.languages = dict(published.counts.languages)
+            with catalog.lock(ds_id, opts.wait):
+                report.wait_seconds = time.perf_counter() - t0
+                _version(run, progress, announce)
+    finally:
+        if run.store is not None:
+            run.store.close()
     report.seconds = time.perf_counter() - started
     return report
+
+
+@dataclass
+class _Run:
+    """What one ingest's steps share."""
+
+    src: Path
+    ds_id: str
+    catalog: Catalog
+    files: list[SourceFile]
+    opts: IngestOptions
+    embedder: embedding.Embedder | None  # the caller's, else loaded for the documents (model_choice)
+    chunk_tokens: int
+    overlap: int
+    report: IngestReport
+    store: EmbeddingStore | None = None  # opened once the model is known
+
+
+def _version(run: _Run, progress: ProgressCallback | None, announce: Callable[[IngestPlan], None] | None) -> None:
+    """Assemble the new version against the current one and publish it (a dry run stops before
+    embedding and publishes nothing); the report says what was done."""
+    report, opts = run.report, run.opts
+    previous = run.catalog.current(run.ds_id)
+    # One reader for the ingest: the worker process that reads the model choice's sample reads the files.
+    reader = Reader()
+    try:
+        if previous is not None and not opts.replace:
+            check_same_source(run.ds_id, previous.info, run.src, opts.origin)
+        t0 = time.perf_counter()
+        prev_info = previous.info if previous is not None else None
+        if run.embedder is not None:
+            emb = model_choice.prompted(run.embedder, opts, prev_info)
+        else:
+            emb = model_choice.load_for_ingest(run.src, run.files, opts, prev_info, report, reader)
+        report.model_seconds = time.perf_counter() - t0
+        report.model, report.embedder = emb.model_name, emb
+        run.chunk_tokens, run.overlap = fit_window(
+            run.chunk_tokens, run.overlap, emb.max_tokens, model_choice.prompt_tokens(emb)
+        )
+        fingerprint = _fingerprint(emb, run.chunk_tokens, run.overlap)
+        if previous is not None and not opts.full and previous.info.fingerprint != fingerprint:
+            report.rebuild_reason = "the model or chunking settings changed"
+        reuse = previous if previous is not None and not opts.full and not report.rebuild_reason else None
+        report.full_rebuild = reuse is None
+
+        def open_store() -> EmbeddingStore | None:  # only for a long embedding (plan.embed_new)
+            if run.store is None and opts.embedding_store_mb > 0:
+                run.store = EmbeddingStore.open(opts.cache_dir or default_cache_dir(), emb)
+            return run.store
+
+        language = report.language = _language(opts, previous.info if previous is not None else None)
+        docs, chunks, vectors = assemble(
+            run.src, run.files, opts, emb, run.chunk_tokens, run.overlap, reuse, report, progress, language,
+            store=open_store, announce=announce, reader=reader,
+        )  # fmt: skip
+        reader.close()  # the worker process ends once every file is read
+        if note := model_choice.coverage_note(emb, Counter(c.language for c in chunks)):
+            report.notes.append(note)
+        report.documents, report.chunks = len(docs), len(chunks)
+        report.languages = dict(Counter(c.language for c in chunks).most_common(MAX_LANGUAGES))
+        if previous is not None and reuse is None:  # a full rebuild: what goes is not known from the reuse
+            report.plan.removed = sorted({d.path for d in previous.documents()} - {d.path for d in docs})
+        if opts.dry_run:
+            report.published = False
+            return
+        if not run.src.is_dir():  # deleted or renamed meanwhile: the files not read yet are not gone from it
+            raise IngestError(f"{run.src.name}: the folder vanished while it was read; nothing was published")
+        prev = previous.info if previous is not None else None
+        info = _info(run, emb, docs, chunks, prev, fingerprint, language)
+        if opts.skip_unchanged and prev is not None and _nothing_changed(prev, info, report):
+            report.published = False
+            published = prev
+        else:
+            t0 = time.perf_counter()
+            published = run.catalog.publish(DatasetBuild(info, docs, chunks, vectors))
+            report.write_seconds = time.perf_counter() - t0
+        report.documents, report.chunks = published.counts.documents, published.counts.chunks
+        report.languages = dict(published.counts.languages)
+        if run.store is not None:
+            run.store.trim(int(opts.embedding_store_mb * 1024 * 1024))
+    finally:
+        reader.close()
+        if previous is not None:
+            previous.close()
+
+
+def _info(
+    run: _Run,
+    emb: embedding.Embedder,
+    docs: list[DocumentRow],
+    chunks: list[ChunkRow],
+    prev: DatasetInfo | None,
+    fingerprint: str,
+    language: str | None,
+) -> DatasetInfo:
+    """What the manifest of the new version says."""
+    opts = run.opts
+    now = now_utc()
+    name = opts.name or run.src.name
+    return DatasetInfo(
+        id=run.ds_id,
+        name=(name.strip() or run.ds_id)[:128],
+        description=(opts.description or (prev.description if prev else f"Documents from {name}"))[:512],
+        default_top_k=opts.default_top_k or (prev.default_top_k if prev else DEFAULT_TOP_K),
+        embedding=EmbeddingInfo.model_validate(  # validated: backend comes from the embedder at run time
+            {
+                "model": emb.model_name,
+                "backend": emb.backend,
+                "dimension": emb.dimension,
+                "max_tokens": emb.max_tokens,
+                "model_fingerprint": emb.model_fingerprint,
+                "query_prompt": emb.query_prompt,
+                "document_prompt": emb.document_prompt,
+                "languages": sorted(emb.languages) if emb.languages is not None else None,
+            }
+        ),
+        chunking=ChunkingInfo(chunker=CHUNKER, chunk_tokens=run.chunk_tokens, overlap=run.overlap),
+        fingerprint=fingerprint,
+        counts=Counts(
+            documents=len(docs),
+            chunks=len(chunks),
+            file_types=dict(Counter(d.file_type for d in docs)),
+            languages=dict(Counter(c.language for c in chunks).most_common(MAX_LANGUAGES)),
+        ),
+        created_at=prev.created_at if prev else now,
+        updated_at=now,
+        mcpower_version=__version__,
+        source=source_record(run.src, opts, run.report),
+        analysis=AnalysisInfo(
+            scheme=SCHEME, language=language, undetermined=undetermined_as(Counter(c.language for c in chunks))
+        ),
+    )
 
 
 def fit_window(chunk_tokens: int, overlap: int, max_tokens: int, prompt_tokens: int = 0) -> tuple[int, int]:

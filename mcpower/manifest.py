@@ -192,6 +192,7 @@ class SourceInfo(_Model):
     max_file_bytes: int = Field(ge=1, le=1 << 40, strict=True)
     code: bool = Field(False, strict=True)  # built with --code (source files read too)
     keep_site_files: bool = Field(False, strict=True)  # built with --keep-site-files (mcpower/sites.py)
+    keep_duplicates: bool = Field(False, strict=True)  # built with --keep-duplicates (mcpower/duplicates.py)
     # A fetched source (mcpower/sources/): ``path`` is then its folder in mcpower's cache.
     origin: Origin | None = Field(None, exclude_if=_absent)
 
@@ -230,6 +231,10 @@ class AnalysisInfo(_Model):
     # Forced with `mcpower ingest --language CODE`: every chunk is in it, and re-ingests and
     # --watch keep it; None: each chunk's language was detected.
     language: str | None = Field(None, pattern=LANGUAGE_CODE.pattern)
+    # The language chunks of undetermined language ('und') were analysed as, and so are searched
+    # as: the dataset's main one (mcpower.analysis.undetermined_as); None: they kept their words
+    # unstemmed (no language was told, or the dataset was written before this was recorded).
+    undetermined: str | None = Field(None, pattern=r"^[a-z]{2,3}$")
 
 
 class DatasetInfo(_Model):
@@ -297,6 +302,8 @@ class Manifest(DatasetInfo):
         for key in ("source", "analysis"):
             if data.get(key) is None:
                 data.pop(key, None)  # as manifests were written before the field existed
+        if data.get("source", {}).get("keepDuplicates") is False:
+            del data["source"]["keepDuplicates"]  # so that an mcpower before it still reads the manifest
         if data.get("vectors") is None:  # the same for the vectors file of an hnsw_sq index
             data.pop("vectors", None)
             data["checksums"].pop("vectors", None)

@@ -32,6 +32,7 @@ from mcpower.defaults import DEFAULT_MODEL, MULTILINGUAL_MODEL
 from mcpower.discover import SourceFile, read_document
 
 if TYPE_CHECKING:
+    from mcpower.chunking.worker import Reader
     from mcpower.ingestion import IngestOptions, IngestReport
     from mcpower.manifest import DatasetInfo
 
@@ -61,11 +62,16 @@ class Choice:
 
 
 def load_for_ingest(
-    src: Path, files: list[SourceFile], opts: IngestOptions, prev: DatasetInfo | None, report: IngestReport
+    src: Path,
+    files: list[SourceFile],
+    opts: IngestOptions,
+    prev: DatasetInfo | None,
+    report: IngestReport,
+    reader: Reader | None = None,
 ) -> embedding.Embedder:
     """The embedder an ingest uses: ``opts.model``, else the previous version's model (unless
     ``opts.full``), else the one the documents' languages call for (its reason and notes in
-    ``report``); with the prompts :func:`prompted` gives.
+    ``report``; the sample read with ``reader``, the ingest's own); with the prompts :func:`prompted` gives.
 
     Raises:
         EmbeddingModelError: the model cannot be loaded.
@@ -76,7 +82,7 @@ def load_for_ingest(
     elif prev is not None and not opts.full:
         model = prev.embedding.model
     else:
-        choice = choose_model(files, opts.max_file_bytes)
+        choice = choose_model(files, opts.max_file_bytes, reader)
         model = choice.model
         report.model_reason = choice.reason
         report.notes.extend(choice.notes)
@@ -100,13 +106,14 @@ def prompt_tokens(emb: embedding.Embedder) -> int:
     return emb.count_tokens([emb.document_prompt])[0] if emb.document_prompt else 0
 
 
-def choose_model(files: list[SourceFile], max_file_bytes: int) -> Choice:
-    """The packaged model for the languages of a sample of ``files`` (see the module docstring).
+def choose_model(files: list[SourceFile], max_file_bytes: int, reader: Reader | None = None) -> Choice:
+    """The packaged model for the languages of a sample of ``files`` (see the module docstring),
+    read with ``reader`` (else a reader of its own).
 
     Raises:
         IngestError: the language detector cannot be loaded.
     """
-    letters = sample_languages(files, max_file_bytes)
+    letters = sample_languages(files, max_file_bytes, reader)
     told = {lang: n for lang, n in letters.items() if lang != "und"}
     total = sum(told.values())
     english = told.get("en", 0) / total if total else 1.0
@@ -126,27 +133,31 @@ def choose_model(files: list[SourceFile], max_file_bytes: int) -> Choice:
     return Choice(MULTILINGUAL_MODEL, f"the documents are not mostly in English ({shares})", languages=letters)
 
 
-def sample_languages(files: list[SourceFile], max_file_bytes: int) -> Counter[str]:
-    """Letters of text per detected language in a sample of ``files`` ('und': not told).
+def sample_languages(files: list[SourceFile], max_file_bytes: int, reader: Reader | None = None) -> Counter[str]:
+    """Letters of text per detected language in a sample of ``files`` ('und': not told), read with
+    ``reader``: an ingest passes its own, so the worker process that reads its PDF, Word, HTML and
+    reST files starts once, not once for the sample and again for the ingest (a second interpreter
+    importing the parsers: about a second).
 
     Raises:
         IngestError: the language detector cannot be loaded.
     """
+    from contextlib import nullcontext
+
     from mcpower.analysis import detect
     from mcpower.chunking import UnreadableError, size_limit
     from mcpower.chunking.worker import Reader
 
     step = max(1, len(files) // SAMPLE_FILES)
     letters: Counter[str] = Counter()
-    with Reader() as reader:
+    with Reader() if reader is None else nullcontext(reader) as reader:
         for f in files[::step][:SAMPLE_FILES]:
             suffix = Path(f.rel).suffix.lower()
             try:
                 raw, _ = read_document(f, size_limit(suffix, max_file_bytes))
-                parsed = reader.read(raw, suffix)
+                text = reader.sample(raw, suffix, SAMPLE_CHARS * 2)  # a big file: read in the reader process
             except (OSError, UnreadableError):
                 continue  # the ingest reports it
-            text = "\n".join(b.text for s in parsed.sections for b in s.blocks if not b.heading)[: SAMPLE_CHARS * 2]
             for start in range(0, min(len(text), SAMPLE_CHARS), 2000):  # paragraphs' worth, each told apart
                 found = detect(text[start : start + 2000])
                 letters[found.language] += found.letters

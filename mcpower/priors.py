@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
+from functools import lru_cache
 from typing import Protocol, TypeVar
 
 # A change-notes chunk keeps this share of its score (unless the question is about changes): the
@@ -102,6 +103,9 @@ def about_changes(query: str) -> bool:
     return _ABOUT_CHANGES.search(query) is not None
 
 
+# A pure function of three strings, asked again for the same chunks at every step of a grouped search
+# (passages.best_passages) and for the same pages across questions: remembered, a bounded number.
+@lru_cache(maxsize=8192)
 def is_change_notes(path: str, title: str, heading_path: str, separator: str = " > ") -> bool:
     """Whether a chunk at ``path`` under ``heading_path`` in a document titled ``title`` is change
     notes, by path, title or shape (module docstring)."""

@@ -56,6 +56,7 @@ def source_record(src: Path, opts: IngestOptions, report: IngestReport) -> Sourc
             max_file_bytes=opts.max_file_bytes,
             code=opts.code,
             keep_site_files=opts.keep_site_files,
+            keep_duplicates=opts.keep_duplicates,
             origin=opts.origin,
         )
     except ValidationError as e:

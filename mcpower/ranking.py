@@ -131,9 +131,16 @@ class _Segment:
     hits: int
 
 
+# A Markdown heading's trailing attribute block: `{ #id }`, `{#id .class}` (MkDocs, Pandoc).
+_HEADING_ATTRIBUTES = re.compile(r"^([ \t]{0,3}#{1,6}[ \t].*?)[ \t]*\{[ \t]*[#.][^}\n]*\}[ \t]*$", re.M)
+
+
 def best_snippet(text: str, terms: list[str], max_chars: int) -> str:
-    """The window of ``text`` (≤ max_chars) holding the most query terms, cut at sentence or line ends."""
+    """The window of ``text`` (≤ max_chars) holding the most query terms, cut at sentence or line ends;
+    a heading's MkDocs/Pandoc attribute block (``## Middleware { #advanced-middleware }``) left out."""
     text = text.strip()
+    if "{" in text:
+        text = _HEADING_ATTRIBUTES.sub(r"\1", text)
     if len(text) <= max_chars:
         return text
     lower = text.lower()

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from mcpower.checksums import FileHashes
 from mcpower.errors import (
+    NO_DATASETS_YET,
     DatasetNotFoundError,
     DatasetUnavailableError,
     EmbeddingModelError,
@@ -77,6 +78,11 @@ class Registry:
         self._logged: set[tuple[str, str]] = set()
         self._unexpected: set[str] = set()  # what unexpected_error logged
         self.scan()
+
+    @property
+    def cache_dir(self) -> Path:
+        """Where derived files are kept: ONNX exports, file hashes, the embedding store."""
+        return self._cache_dir
 
     def close(self) -> None:
         """Close the loaded stores' connections; later calls load them again."""
@@ -161,7 +167,11 @@ class Registry:
     def not_found(self, dataset_id: str) -> DatasetNotFoundError:
         """The error an unknown id gets: the ids there are, and why a catalog could not be read."""
         available = [e.id for e in self.entries() if not (_unread(e) and not is_valid_id(e.id))]
-        return DatasetNotFoundError(str(dataset_id), available, self.unreadable())
+        return DatasetNotFoundError(str(dataset_id), available, self.unreadable(), self.root, self.none_here())
+
+    def none_here(self) -> str:
+        """What to tell someone who sees no dataset here, and what to do about it: none exists yet."""
+        return NO_DATASETS_YET
 
     def unreadable(self) -> list[str]:
         """Why catalogs could not be read at the last look (a Milvus database held by another

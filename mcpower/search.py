@@ -11,6 +11,7 @@ A search of every dataset merges their results by a score calibrated per dataset
 
 from __future__ import annotations
 
+import heapq
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -143,23 +144,33 @@ def search(
         if broken:
             notes.append(f"{broken} dataset(s) could not be loaded (see knowledge_list_datasets / `mcpower validate`)")
         if not entries:
-            notes.append("there are no datasets yet: create one with `mcpower ingest PATH`")
+            notes.append(registry.none_here())
     k = top_k or (
         stores[0].info.default_top_k
         if len(stores) == 1
         else max((s.info.default_top_k for s in stores), default=DEFAULT_TOP_K)
     )
     depth = offset + k + 1 if paging else k  # one more tells whether there is a next page
-    merged: list[tuple[float, str, int, Passage]] = []
+    lists: list[list[tuple[float, str, int, Passage]]] = []
     terms = {s.info.id: _snippet_terms(q, s.info) for s in stores}
+    searched: list[Store] = []
     for store in stores:
         # Equal scores keep their store's order (by chunk id; by raw cosine for semantic scores clipped to 0).
         rank_at = partial(_search_store, registry, store, q, mode=m, filters=filters, sides=_Sides(), priors=priors)
-        passages = best_passages(rank_at, depth, MIN_CANDIDATES, *grouping)
+        try:
+            passages = best_passages(rank_at, depth, MIN_CANDIDATES, grouping)
+        except DatasetUnavailableError as e:  # damage the checks at loading did not reach (store/local/pool.py)
+            if dataset is not None or (not searched and store is stores[-1]):
+                raise
+            notes.append(f"dataset {store.info.id!r} skipped ({e.code}): {e.message}")
+            continue
+        searched.append(store)
         best = passages[0].score if passages else 0.0
-        for rank, p in enumerate(passages):  # across datasets, by scores made comparable (ranking.py)
-            merged.append((p.score if len(stores) == 1 else across_datasets(m, p.score, best), store.info.id, rank, p))
-    merged.sort(key=lambda t: (-t[0], t[1], t[2]))
+        keys = [p.score if len(stores) == 1 else across_datasets(m, p.score, best) for p in passages]
+        lists.append([(key, store.info.id, rank, p) for rank, (key, p) in enumerate(zip(keys, passages))])
+    # Across datasets by scores made comparable (ranking.py); each dataset's list keeps its own order,
+    # which spreading (passages.py) makes other than by score below its first results.
+    merged = list(heapq.merge(*lists, key=lambda t: (-t[0], t[1], t[2])))
     ranked = [(store_id, p) for _, store_id, _, p in merged if p.score >= min_score]
     sources = {s.info.id: s.info.source for s in stores}
     picked = [
@@ -172,7 +183,7 @@ def search(
         for store_id, p in ranked[offset : offset + k]
     ]
     meta = SearchMeta(
-        datasets=[s.info.id for s in stores],
+        datasets=[s.info.id for s in searched],
         mode=m,
         limit=k,
         count=0,
@@ -302,7 +313,7 @@ def _snippet_terms(query: str, info: DatasetInfo) -> list[str]:
     """What marks a chunk as matching ``query`` in the dataset ``info`` describes: as its keyword
     index analyses text (mcpower.analysis), or FTS5's words for a dataset indexed before that."""
     if info.analysis is not None and info.analysis.scheme is not None:
-        return snippet_terms(query, query_languages(info.counts.languages))
+        return snippet_terms(query, query_languages(info.counts.languages, info.analysis.undetermined))
     return query_terms(query)
 
 

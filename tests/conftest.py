@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from word_count import count_words
 
 from mcpower import embedding
 from mcpower.ingestion import IngestOptions, ingest
@@ -31,12 +32,6 @@ pytest_plugins = [
 ]
 
 _WORD = re.compile(r"\w+")
-_TOKEN = re.compile(r"\w+|[^\w\s]")
-
-
-def count_words(texts: Sequence[str]) -> list[int]:
-    """A token counter for the chunker: words and punctuation marks, one token each."""
-    return [len(_TOKEN.findall(t)) for t in texts]
 
 
 class FakeEmbedder:
@@ -62,6 +57,8 @@ class FakeEmbedder:
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         return count_words(texts)
+
+    token_counter = staticmethod(count_words)  # pickles by reference, for the reader process
 
     def _vector(self, text: str) -> np.ndarray:
         v = np.zeros(self.dimension, dtype=np.float32)

@@ -812,7 +812,7 @@ TOOL = [
         "tool",
         "an extra argument `evil: 1`",
         (SEARCH, {"query": "zephyrine", "evil": 1}),
-        ToolOk(min_results=1),
+        ToolError("UNKNOWN_ARGUMENT"),
     ),
     Case(
         "dataset-unknown",

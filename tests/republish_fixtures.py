@@ -82,7 +82,12 @@ from conftest import FakeEmbedder
 
 import faiss, numpy, sqlite3, tqdm  # everything the child would import lazily
 import mcpower.cli, mcpower.cli.app, mcpower.ingestion, mcpower.layout, mcpower.store.local.build, mcpower.store.local.catalog
+import mcpower.cli.ingest, mcpower.model_choice, mcpower.plan, mcpower.duplicates, mcpower.embedding.store
 from mcpower import embedding
+from mcpower.analysis import detection
+
+# The language model (fastText, no threads of its own) loaded once here, not in every child.
+detection.detect("The widget toolkit release notes describe every setting of the daemon.")
 
 
 class SlowFakeEmbedder(FakeEmbedder):
@@ -131,12 +136,34 @@ def hook_steps(kill_at, log):
         setattr(module, name, step)
 
 
+def watch_embeds(request):
+    # A line per embedding call with the number of chunks it embedded; the signal at call k, sent
+    # before it embeds anything (the kernel delivers it before kill() returns).
+    log, kill_at = request.get("embed_log"), request.get("kill_at_embed")
+    original = SlowFakeEmbedder.embed_documents
+    calls = [0]
+
+    def embed_documents(self, texts, progress=None):
+        calls[0] += 1
+        if calls[0] == kill_at:
+            os.kill(os.getpid(), getattr(signal, request.get("signal", "SIGKILL")))
+        out = original(self, texts, progress)
+        if log:
+            with open(log, "a") as f:
+                f.write(f"{{len(texts)}}\\n")
+        return out
+
+    SlowFakeEmbedder.embed_documents = embed_documents
+
+
 def child(request):
     out = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(out, 1)
     os.dup2(out, 2)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.environ.update(request.get("env") or {{}})
+    watch_embeds(request)
     if request.get("embed_delay") is not None:
         os.environ["MCPOWER_TEST_EMBED_DELAY"] = str(request["embed_delay"])
     steps = []
@@ -216,6 +243,8 @@ class IngestForkServer:
         env.pop("PYTHONPATH", None)
         # One thread per library: the server forks, and a fork must not copy a busy thread pool.
         env.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+        # Started before any test's isolation applies (a module fixture): caches of its own, never the user's.
+        env["XDG_CACHE_HOME"] = str(workdir / "cache")
         self.log = workdir / "children.log"
         self._stderr = open(workdir / "fork_server.log", "wb")  # noqa: SIM115 - closed in close()
         self.proc = subprocess.Popen(
@@ -236,8 +265,14 @@ class IngestForkServer:
         signal: str = "SIGKILL",
         kill_at_step: int | None = None,
         embed_delay: float | None = None,
+        kill_at_embed: int | None = None,
+        embed_log: Path | None = None,
+        env: dict[str, str] | None = None,
     ) -> IngestRun:
-        """Run one ingest; kill it with ``signal`` after ``delay`` seconds, or just before step ``kill_at_step``."""
+        """Run one ingest; kill it with ``signal`` after ``delay`` seconds, just before step
+        ``kill_at_step``, or as its embedder is called for the ``kill_at_embed``-th time. With
+        ``embed_log``, each call of the embedder writes a line there: how many chunks it embedded.
+        ``env``: variables set in the child."""
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self._n += 1
         steps_file = self.workdir / f"steps-{self._n}.json"
@@ -247,6 +282,9 @@ class IngestForkServer:
             "signal": signal,
             "kill_at_step": kill_at_step,
             "embed_delay": embed_delay,
+            "kill_at_embed": kill_at_embed,
+            "embed_log": str(embed_log) if embed_log is not None else None,
+            "env": env,
             "log": str(self.log),
             "steps": str(steps_file),
         }

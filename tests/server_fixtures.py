@@ -307,6 +307,27 @@ class StdioServer:
                 self.messages[msg["id"]] = msg
         return self.messages[request_id]
 
+    def wait_notification(self, method: str, timeout: float = 60.0) -> dict[str, Any]:
+        """The first notification ``method`` the server sent (waiting for it, up to ``timeout`` s)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            for msg in self.received:
+                if msg.get("method") == method and "id" not in msg:
+                    return msg
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"no {method} within {timeout} s; stderr:\n{self.stderr()}")
+            try:
+                line = self._out.get(timeout=left)
+            except queue.Empty:
+                continue
+            if line is None:
+                raise AssertionError(f"stdout closed before {method}; stderr:\n{self.stderr()}")
+            msg = json.loads(line)
+            self.received.append(msg)
+            if "id" in msg:
+                self.messages[msg["id"]] = msg
+
     def call(self, method: str, params: dict[str, Any] | None = None, timeout: float = 60.0) -> dict[str, Any]:
         """A request that must succeed; returns its ``result``."""
         response = self.wait_for(self.request(method, params), timeout)

@@ -128,6 +128,45 @@ def test_queries_are_analysed_in_the_languages_holding_a_fifth_of_the_dataset() 
     assert query_languages({}) == ("und",)
 
 
+def test_undetermined_chunks_are_analysed_and_searched_as_the_datasets_main_language() -> None:
+    from mcpower.analysis import analysis_language, query_languages, undetermined_as
+
+    assert undetermined_as({"en": 17, "und": 5}) == "en"
+    assert undetermined_as({"und": 138, "en": 12, "de": 12}) == "de"  # the most chunks, then the first code
+    assert undetermined_as({"und": 4}) is None and undetermined_as({}) is None
+    assert (analysis_language("und", "de"), analysis_language("fr", "de"), analysis_language("und", None)) == (
+        "de",
+        "fr",
+        "und",
+    )
+    # Counted as what they were analysed as: no unstemmed forms beside the stems of the same words ...
+    assert query_languages({"en": 17, "und": 5}, "en") == ("en",)
+    # ... and a dataset mostly of them is searched in its told language's stems.
+    assert query_languages({"und": 138, "en": 12}, "en") == ("en",)
+    assert query_languages({"en": 17, "und": 5}) == ("en", "und")  # a dataset written before: as it was indexed
+
+
+def test_chunks_too_short_to_tell_are_found_by_the_stems_of_the_datasets_language(
+    tmp_path: Path, datasets_dir: Path
+) -> None:
+    english = "The archive checks the signatures of uploaded packages before it accepts them, every night."
+    files: dict[str, str | bytes] = {f"guide{n}.md": f"# Guide {n}\n\n{english} {english}\n" for n in range(4)}
+    files |= {f"short{n}.md": f"# Short {n}\n\nPackages {n}.\n" for n in range(2)}
+    ingest(write_files(tmp_path / "src", files), datasets_dir, IngestOptions(dataset_id="d"), embedder=FakeEmbedder())
+    registry = Registry(
+        datasets_dir, embedder_factory=lambda m: FakeEmbedder(), allowed_models=[FakeEmbedder.model_name]
+    )
+    info = read_manifest(datasets_dir / "d" / "manifest.json")
+    assert info.counts.languages.get("und", 0) >= 2 and info.analysis is not None  # too short to tell
+    assert info.analysis.undetermined == "en"
+
+    found = search(registry, "package", "d", mode="keyword", top_k=10, group="none").results
+
+    # "Packages" in a short chunk is the term "packag", as in the guides: one term, one weight.
+    assert {r.path for r in found} == {*(f"guide{n}.md" for n in range(4)), "short0.md", "short1.md"}
+    registry.close()
+
+
 def test_snippet_terms_hold_words_stems_and_pairs() -> None:
     terms = snippet_terms("Abhängigkeiten 强制终了", ["de"])
 

@@ -189,6 +189,17 @@ def test_list_datasets_search_all_resources_and_healthz_show_only_the_callers_da
     resources = json.loads(rpc.call("resources/list", {}))["result"]["resources"]
     assert {r["uri"].split("/")[2] for r in resources} == permitted & set(READY)
     assert {d["id"] for d in healthz(server, secrets[caller])["datasets"]} == permitted
+    # completion/complete offers only the caller's datasets, and paths only in them
+    template = {"type": "ref/resource", "uri": "mcpower://{dataset}/{+path}"}
+
+    def complete(name: str, value: str, **context: str) -> list[str]:
+        params = {"ref": template, "argument": {"name": name, "value": value}, "context": {"arguments": context}}
+        return list(json.loads(rpc.call("completion/complete", params))["result"]["completion"]["values"])
+
+    assert complete("dataset", "") == sorted(permitted & set(READY))
+    assert complete("dataset", "eng-") == sorted(permitted & {"eng-docs", "eng-api"})
+    for dataset, files in DATASETS.items():
+        assert complete("path", "", dataset=dataset) == (sorted(files) if dataset in permitted else [])
 
 
 @pytest.mark.parametrize("dataset", ALL)

@@ -12,6 +12,7 @@ import pytest
 from hostile_cases import BROKEN_BASE, DATASET, ORIGINAL, build_root
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
+from mcp.types import ResourceTemplateReference
 from server_fixtures import CLIENTS_DIR, npm_install, run_node, subprocess_env, write_launcher
 
 from mcpower.errors import McpowerError
@@ -66,6 +67,13 @@ async def test_python_sdk_over_broken_datasets(broken_root: tuple[Path, Path]) -
         listing = await client.call_tool("knowledge_list_datasets", {})
         assert not listing.is_error and listing.structured_content is not None
         listed = {d["id"]: d["status"] for d in listing.structured_content["datasets"]}
+        # completion/complete (the capability declared): the ready datasets, and paths within one
+        assert client.server_capabilities is not None and client.server_capabilities.completions is not None
+        template = ResourceTemplateReference(uri="mcpower://{dataset}/{+path}")
+        ids = (await client.complete(template, {"name": "dataset", "value": ""})).completion.values
+        assert BROKEN_BASE in ids and all(listed.get(d) == "ready" for d in ids)  # never one listed as broken
+        paths = await client.complete(template, {"name": "path", "value": ""}, {"dataset": BROKEN_BASE})
+        assert paths.completion.values and all(isinstance(p, str) for p in paths.completion.values)
         answers = []
         for dataset in [*listed, None, "no-such-dataset"]:
             arguments = {"query": QUERY} if dataset is None else {"query": QUERY, "dataset": dataset}

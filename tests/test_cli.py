@@ -77,7 +77,7 @@ def test_progress_bars_only_on_a_terminal(
             progress("files", 2, 2)
         said = capsys.readouterr().err
         assert ("files: 100%" in said) is tty, said
-        assert ("read 2 files in " in said) is not tty, said  # off a terminal: plain lines instead
+        assert ("read 2 files\n" in said) is not tty, said  # off a terminal: plain lines instead
 
 
 def test_mcpower_cache_dir_is_where_models_are_cached(

@@ -10,7 +10,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import FakeEmbedder
+from conftest import FakeEmbedder, write_files
 from server_fixtures import subprocess_env, write_launcher
 from typer.testing import CliRunner
 
@@ -47,11 +47,11 @@ def test_off_a_terminal_progress_is_plain_lines_with_rate_and_time_left() -> Non
 
     assert out.getvalue().splitlines() == [
         "reading 3 files…",
-        "read 3 files in 15.0 s",
+        "read 3 files",  # no time: the summary's phase times are the one clock
         "embedding 400 chunks…",
         "embedding: 100/400 chunks (25%), 10 chunks/s, ~30.0 s left",
         "embedding: 200/400 chunks (50%), 10 chunks/s, ~20.0 s left",
-        "embedded 400 chunks in 40.0 s",
+        "embedded 400 chunks",
     ]
 
 
@@ -159,7 +159,7 @@ def test_an_ingest_into_a_log_file_says_what_it_does(tmp_path: Path, corpus: Pat
     lines = log.read_text().splitlines()
     assert done.returncode == 0, lines
     assert "warning: --chunk-tokens 1000 is more than the model's window of 256 tokens" in "\n".join(lines)
-    assert "reading 7 files…" in lines and any(line.startswith("read 7 files in ") for line in lines)
+    assert "reading 7 files…" in lines and "read 7 files" in lines
     embedding_lines = [line for line in lines if line.startswith(("embedding ", "embedded "))]
     assert embedding_lines[0].startswith("embedding ") and embedding_lines[-1].startswith("embedded ")
     assert any(line.startswith("took ") and "reading" in line for line in lines)
@@ -204,3 +204,60 @@ def test_one_document_is_one_document(tmp_path: Path, datasets_dir: Path, monkey
     assert result.stdout.startswith("one: 1 document, 1 chunk (1 added, "), result.stdout
     again = CliRunner().invoke(app, ["ingest", str(folder), "--datasets-dir", str(datasets_dir), "-q"])
     assert "1 documents" not in again.stdout + again.stderr
+
+
+def test_a_folder_of_only_images_says_what_it_holds_and_why_none_is_read(tmp_path: Path) -> None:
+    folder = tmp_path / "photos"
+    for name in ["a.jpg", "b.JPG", "c.png", "trip/d.jpg", "album.zip", "setup.py", ".hidden.md"]:
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_bytes(b"\x89data")
+
+    result = CliRunner().invoke(app, ["ingest", str(folder), "--datasets-dir", str(tmp_path / "datasets")])
+
+    assert result.exit_code == 1
+    message = " ".join(result.stderr.split())
+    assert "no documents to ingest — found 3 .jpg and 1 .png: images have no text to read" in message
+    assert "1 .zip: archives and compressed files are not opened: unpack them first" in message
+    assert "1 .py: source code is read with --code" in message
+    assert "mcpower reads .docx, .htm, .html" in message and "Traceback" not in result.output
+
+
+def test_ingest_into_milvus_refuses_an_id_the_datasets_folder_serves_first(
+    datasets_dir: Path, tmp_path: Path, fake_embedder: FakeEmbedder
+) -> None:
+    corpus = write_files(tmp_path / "notes", {"a.md": "# A\n\nThe zephyrine daemon starts on boot.\n"})
+    ingest(corpus, datasets_dir, IngestOptions(dataset_id="docs"), embedder=fake_embedder)
+    milvus = tmp_path / "milvus.db"
+
+    result = CliRunner().invoke(
+        app, ["ingest", str(corpus), "--id", "docs", "--datasets-dir", str(datasets_dir), "--milvus-uri", str(milvus)]
+    )
+
+    assert result.exit_code == 1
+    message = " ".join(result.stderr.split())
+    assert f"dataset 'docs' is already in the datasets folder ({datasets_dir.resolve() / 'docs'})" in message
+    assert f"a copy in Milvus ({milvus}) would never be served" in message and "--id docs-milvus" in message
+    assert not milvus.exists()  # refused before anything was written
+
+
+def test_progress_bars_show_on_a_terminal_that_reports_no_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pty whose size was never set (some CI runners, `script`, containers) says 0 x 0: tqdm took
+    that for -1 lines and drew nothing until the bar closed."""
+    import os
+    import select
+
+    master, slave = os.openpty()
+    stream = os.fdopen(slave, "w")
+    monkeypatch.setattr(sys, "stderr", stream)  # the bars' stream, which tqdm asks for its size
+    try:
+        assert os.get_terminal_size(slave) == (0, 0)
+        with Progress(enabled=True) as progress:
+            progress("chunks", 0, 40)
+            stream.flush()
+            ready, _, _ = select.select([master], [], [], 0)  # what is there now: nothing is waited for
+            drawn = os.read(master, 4096).decode() if ready else ""
+            assert "chunks:   0%" in drawn and "0/40" in drawn  # drawn at once, not only when it ends
+            progress("chunks", 40, 40)
+    finally:
+        stream.close()
+        os.close(master)

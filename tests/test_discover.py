@@ -115,7 +115,9 @@ def test_an_accepted_symlink_is_read_only_while_it_points_at_what_was_checked(
     the link, and what it leads to must be the target that was judged."""
     docs, outside = folders
     write_files(outside, {"public.md": "# Public\n\npublic words\n"})
-    (docs / "inner.md").symlink_to(docs / "a.md")
+    # A link to a file discovery would not list itself (a link to a listed one is a duplicate of it).
+    write_files(docs, {"inner.dat": "# Inner\n\ninner words\n"})
+    (docs / "inner.md").symlink_to(docs / "inner.dat")
     if follow:
         (docs / "outer.md").symlink_to(outside / "public.md")
 

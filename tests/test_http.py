@@ -25,6 +25,7 @@ from conftest import FakeEmbedder, join_warm_up
 from http_fixtures import TOKEN
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.types import ResourceTemplateReference
 from server_fixtures import add_broken_dataset
 from typer.testing import CliRunner
 
@@ -82,6 +83,8 @@ async def test_same_tools_and_answers_as_in_memory(registry: Registry) -> None:
         assert [r["result_id"] for r in got.structured_content["results"]] == [
             r["result_id"] for r in want.structured_content["results"]
         ]
+        assert [c.model_dump() for c in got.content[1:]] == [c.model_dump() for c in want.content[1:]]  # its links
+        assert got.content[1].type == "resource_link"
         rid = got.structured_content["results"][0]["result_id"]
         source = await c.call_tool("knowledge_get_source", {"result_id": rid, "scope": "chunk"})
         assert "harpsichord" in source.structured_content["content"]
@@ -89,6 +92,14 @@ async def test_same_tools_and_answers_as_in_memory(registry: Registry) -> None:
         assert "Sourdough" in read.contents[0].text
         missing = await c.call_tool("knowledge_search", {"query": "x", "dataset": "nope"})
         assert missing.is_error and missing.structured_content["error"]["code"] == "DATASET_NOT_FOUND"
+        unknown = await c.call_tool("knowledge_search", {"query": "harpsichord", "k": 2})  # a misspelt top_k
+        assert unknown.is_error and unknown.structured_content["error"]["code"] == "UNKNOWN_ARGUMENT"
+        assert "'k'" in unknown.structured_content["error"]["message"]
+        template = ResourceTemplateReference(uri="mcpower://{dataset}/{+path}")
+        ids = await c.complete(template, {"name": "dataset", "value": "re"})
+        assert ids.completion.values == ["recipes"]
+        paths = await c.complete(template, {"name": "path", "value": "so"}, {"dataset": "recipes"})
+        assert paths.completion.values == ["soup/pumpkin.md"]
 
 
 async def test_modern_protocol_too(registry: Registry) -> None:
@@ -499,13 +510,13 @@ def test_print_config_http_forms(client: str, with_token: bool) -> None:
         entry = config["mcpServers"]["mcpower"]
         assert entry["url"] == "http://127.0.0.1:9123/mcp"
         if with_token:
-            assert entry["headers"]["Authorization"] == "Bearer ${env:MCPOWER_TOKEN}"
+            assert entry["headers"]["Authorization"] == "Bearer ${env:MCPOWER_CLIENT_TOKEN}"
 
 
 def test_print_config_http_public_host_always_has_the_token_header() -> None:
     result = invoke("--http", "--host", "0.0.0.0", "--allow-host", "box.lan", "--print-config", "cursor")
     entry = json.loads(result.stdout)["mcpServers"]["mcpower"]
     assert entry["url"] == "http://box.lan:8765/mcp"
-    assert entry["headers"]["Authorization"] == "Bearer ${env:MCPOWER_TOKEN}"
+    assert entry["headers"]["Authorization"] == "Bearer ${env:MCPOWER_CLIENT_TOKEN}"
     refused = invoke("--http", "--print-config", "claude-desktop")
     assert refused.exit_code == 2 and "stdio servers only" in refused.stderr  # a usage error

@@ -207,7 +207,7 @@ def test_sigterm_finishes_the_call_in_flight_and_exits_0(template: Path, tmp_pat
 @pytest.mark.node
 def test_typescript_sdk_client(server: HttpServer) -> None:
     npm_install(CLIENTS_DIR)
-    summary = run_node("http.mjs", server.url, env=subprocess_env() | {"MCPOWER_TOKEN": TOKEN})
+    summary = run_node("http.mjs", server.url, env=subprocess_env() | {"MCPOWER_CLIENT_TOKEN": TOKEN})
     assert summary["server"]["name"] == "mcpower"
     assert summary["session"] and summary["protocolVersion"] == "2025-11-25"
     assert set(summary["tools"]) == TOOLS

@@ -605,9 +605,10 @@ def test_symlink_outside_the_folder_is_skipped_unless_followed(tmp_path: Path, d
     report = run(source, datasets_dir)
 
     assert dict(report.skipped) == {"link.md": "symlink pointing outside the folder (use --follow-symlinks)"}
-    assert report.documents == 2  # a.md and the link to it inside the folder
+    assert report.documents == 1  # a.md; the link to it inside the folder is the same file
+    assert [(d.path, d.kept) for d in report.duplicates] == [("inner.md", "a.md")]
     followed = run(source, datasets_dir, follow_symlinks=True, full=True)
-    assert followed.documents == 3
+    assert followed.documents == 2
     assert followed.skipped == []
 
 

@@ -105,7 +105,7 @@ def test_the_issuer_is_checked_at_start(server: HttpServer, template: Path, tmp_
 def test_typescript_sdk_client_with_a_minted_token(server: HttpServer, issuer: Issuer) -> None:
     npm_install(CLIENTS_DIR)
     token = issuer.mint(aud=server.url)
-    summary = run_node("http.mjs", server.url, env=subprocess_env() | {"MCPOWER_TOKEN": token})
+    summary = run_node("http.mjs", server.url, env=subprocess_env() | {"MCPOWER_CLIENT_TOKEN": token})
     assert summary["server"]["name"] == "mcpower"
     assert summary["status"] == "ok" and summary["results"][0]["path"] == "notes.txt"
     assert summary["errorCode"] == "DATASET_NOT_FOUND"

@@ -12,7 +12,15 @@ from conftest import FakeEmbedder, write_files
 from mcpower.defaults import DEFAULT_PER_DOCUMENT
 from mcpower.errors import InvalidQueryError
 from mcpower.ingestion import IngestOptions, ingest
-from mcpower.passages import GROUP_FACTOR, GROUP_GROWTH, GROUP_ROUNDS, best_passages, group_hits
+from mcpower.passages import (
+    GROUP_FACTOR,
+    GROUP_GROWTH,
+    GROUP_ROUNDS,
+    Spread,
+    best_passages,
+    group_hits,
+    validate_grouping,
+)
 from mcpower.ranking import across_datasets
 from mcpower.registry import Registry
 from mcpower.results import SearchResult
@@ -112,12 +120,12 @@ def test_grouping_ranks_more_chunks_while_one_document_fills_them() -> None:
         calls.append((k, candidates))
         return pool[:k]
 
-    passages = best_passages(rank, 5, 50, "passages", 2)
+    passages = best_passages(rank, 5, 50, Spread("passages", 2))
 
     assert [p.best.document_id for p in passages] == [1, 1, 10, 11, 12]
-    # 5 chunks of the usual 50 candidates, then 10, 15, all 50, then 4 times as many candidates.
-    assert calls == [(5, 50), (10, 50), (15, 50), (50, 50), (200, 200)]
-    assert len(best_passages(rank, 5, 50, "none", None)) == 5 and calls[-1] == (5, None)
+    # Every one of the usual 50 candidates (two passages of document 1), then 4 times as many candidates.
+    assert calls == [(50, 50), (200, 200)]
+    assert len(best_passages(rank, 5, 50, Spread("none", None))) == 5 and calls[-1] == (5, None)
 
 
 def test_growing_is_bounded_and_stops_when_the_candidates_run_out() -> None:
@@ -128,13 +136,73 @@ def test_growing_is_bounded_and_stops_when_the_candidates_run_out() -> None:
         calls.append(k)
         return one_document[:k]
 
-    assert len(best_passages(rank, 5, 50, "passages", 2)) == 2
-    assert calls == [5, 10, 15, 50, 200, 800]  # GROUP_ROUNDS growths of GROUP_GROWTH: 16 times the candidates
+    assert len(best_passages(rank, 5, 50, Spread("passages", 2))) == 2
+    assert calls == [50, 200, 800]  # GROUP_ROUNDS growths of GROUP_GROWTH: 16 times the candidates
     assert (GROUP_GROWTH, GROUP_ROUNDS, GROUP_FACTOR) == (4, 2, 3)
+    calls.clear()
+    assert len(best_passages(rank, 20, 50, Spread("passages", 2))) == 2
+    assert calls == [200, 800, 3200]  # 60 candidates wanted: the depths are 50 times powers of 4
     del one_document[20:]
     calls.clear()
-    assert len(best_passages(rank, 5, 50, "passages", 2)) == 2
-    assert calls == [5, 10, 15, 50]  # 20 chunks from 50 candidates a side: there are no more
+    assert len(best_passages(rank, 5, 50, Spread("passages", 2))) == 2
+    assert calls == [50]  # 20 chunks from 50 candidates a side: there are no more
+
+
+def test_a_shorter_list_is_the_start_of_a_longer_one() -> None:
+    # Chunks 0 and 2 of document 1 rank first; chunk 1, between them, ranks 12th and joins them into one
+    # passage. A list of any length (a page, the whole list) must see that, whatever it stops at.
+    pool = [(chunk(1, 0, (1, 10)), 0.99), (chunk(1, 2, (21, 30)), 0.98)]
+    pool += [(chunk(10 + n, 0, (1, 5)), 0.9 - n / 100) for n in range(9)]
+    pool += [(chunk(1, 1, (11, 20)), 0.5)]
+    pool += [(chunk(30 + n, 0, (1, 5)), 0.4 - n / 100) for n in range(10)]
+
+    def rank(k: int, candidates: int | None = None) -> list[tuple[ChunkHit, float]]:
+        return pool[:k]
+
+    longest = [(p.best, p.start_line, p.end_line) for p in best_passages(rank, 19, 50, Spread("passages", 2))]
+    assert longest[0] == (pool[0][0], 1, 30) and len(longest) == 19
+    for want in range(1, 19):
+        assert [
+            (p.best, p.start_line, p.end_line) for p in best_passages(rank, want, 50, Spread("passages", 2))
+        ] == longest[:want], want
+    # So is the default spread: the first five under the cap, then the rest by rank.
+    spread = validate_grouping("passages", None)
+    longest = [(p.best, p.start_line, p.end_line) for p in best_passages(rank, 19, 50, spread)]
+    assert len(longest) == 19
+    for want in range(1, 19):
+        assert [(p.best, p.start_line, p.end_line) for p in best_passages(rank, want, 50, spread)] == longest[:want]
+
+
+def test_a_long_document_spreads_over_the_head_and_its_other_places_follow() -> None:
+    # A book's chapter: six distant sections of document 1 rank first, then three short pages.
+    ranked = [(chunk(1, n * 5, (n * 100, n * 100 + 9), f"Chapter > {n}"), 0.9 - n / 100) for n in range(6)]
+    ranked += [(chunk(d, 0, (1, 9)), 0.5 - d / 100) for d in (2, 3, 4)]
+
+    spread = group_hits(ranked, "passages", 2, head=5)
+
+    # The first five span documents (at most two places of one); the chapter's other places follow
+    # by rank instead of being left out, and every place is there once.
+    assert [p.best.document_id for p in spread] == [1, 1, 2, 3, 4, 1, 1, 1, 1]
+    assert [p.best.ordinal for p in spread if p.best.document_id == 1] == [0, 5, 10, 15, 20, 25]
+    # Documents first appear in the ungrouped order (by their best chunk), as `mcpower eval` ranks them.
+    assert list(dict.fromkeys(p.best.document_id for p in spread)) == [1, 2, 3, 4]
+    # An explicit cap still leaves the other places out; when the passages run out before the head is
+    # full, the pushed-down ones fill it.
+    assert [p.best.document_id for p in group_hits(ranked, "passages", 2)] == [1, 1, 2, 3, 4]
+    assert [p.best for p in group_hits(ranked, "passages", 2, head=50)] == [p.best for p in spread]
+
+
+def test_a_dataset_of_one_long_document_fills_its_top_k() -> None:
+    one_document = [(chunk(1, 2 * n, (10 * n, 10 * n + 5)), 1.0 - n / 10**5) for n in range(300)]
+
+    def rank(k: int, candidates: int | None = None) -> list[tuple[ChunkHit, float]]:
+        return one_document[:k]
+
+    assert validate_grouping("passages", None) == Spread("passages", 2, 5)
+    assert validate_grouping("passages", 2) == Spread("passages", 2, None)
+    passages = best_passages(rank, 10, 50, validate_grouping("passages", None))
+    assert [p.best.ordinal for p in passages] == [2 * n for n in range(10)]  # ten places, not two
+    assert len(best_passages(rank, 10, 50, validate_grouping("passages", 2))) == 2
 
 
 @pytest.mark.parametrize(("group", "per_document"), [("chunks", None), ("", 2), ("passages", 0), ("none", True)])
@@ -185,6 +253,25 @@ def test_top_results_are_distinct_places(cookies: Registry) -> None:
     assert get_source(cookies, best.result_id, scope="chunk").content == hit.text
 
 
+def test_a_long_page_shows_more_places_below_the_first_five(cookies: Registry) -> None:
+    query = "walrus cookie set_cookie"
+    top5 = search(cookies, query, dataset="web", top_k=5, mode="keyword")
+    top10 = search(cookies, query, dataset="web", top_k=10, mode="keyword")
+    capped = search(cookies, query, dataset="web", top_k=10, mode="keyword", per_document=DEFAULT_PER_DOCUMENT)
+
+    paths = [r.path for r in top10.results]
+    # The first five still span the pages (what a default search returns, as with the cap), ...
+    assert paths[:5].count("cookies.md") <= DEFAULT_PER_DOCUMENT
+    assert [r.result_id for r in top10.results[:5]] == [r.result_id for r in top5.results]
+    assert [r.result_id for r in top5.results] == [r.result_id for r in capped.results[:5]]
+    # ... and the long page's other sections follow instead of being left out: distinct places.
+    assert paths.count("cookies.md") > DEFAULT_PER_DOCUMENT and len(top10.results) == 10
+    assert [r.path for r in capped.results].count("cookies.md") == DEFAULT_PER_DOCUMENT
+    assert not any(overlaps(a, b) for i, a in enumerate(top10.results) for b in top10.results[i + 1 :])
+    raw = search(cookies, query, dataset="web", top_k=50, mode="keyword", group="none")
+    assert list(dict.fromkeys(paths)) == [p for p in dict.fromkeys(r.path for r in raw.results) if p in paths]
+
+
 def test_per_document_sets_the_cap(cookies: Registry) -> None:
     one = search(cookies, "walrus cookie set_cookie", dataset="web", top_k=6, mode="keyword", per_document=1)
     three = search(cookies, "walrus cookie set_cookie", dataset="web", top_k=6, mode="keyword", per_document=3)
@@ -203,8 +290,9 @@ def test_pages_of_the_grouped_list_join_up_to_it(cookies: Registry) -> None:
         offset = page.meta.next_offset
 
     got = [r.result_id for p in pages for r in p.results]
-    assert got == [r.result_id for r in whole.results]
-    assert len(got) == len(set(got)) == 7
+    # The pages start as the whole list does (and go on: cookies.md's other places follow it).
+    assert got[:7] == [r.result_id for r in whole.results]
+    assert len(got) == len(set(got)) > 7
 
 
 def test_a_budget_cuts_the_grouped_list_and_the_next_page_goes_on(cookies: Registry) -> None:

@@ -39,7 +39,9 @@ def run_in_bash(line: str, stubs: Path) -> list[str]:
     assert BASH is not None
     syntax = subprocess.run([BASH, "-n", "-c", line], capture_output=True, text=True, check=False)
     assert syntax.returncode == 0, syntax.stderr
-    env = {**os.environ, "PATH": f"{stubs}{os.pathsep}{os.environ['PATH']}", "MCPOWER_TOKEN": "s3cret"}
+    # The client's variable holds its token; the server's MCPOWER_TOKEN (another value here) is not read.
+    path = f"{stubs}{os.pathsep}{os.environ['PATH']}"
+    env = {**os.environ, "PATH": path, "MCPOWER_CLIENT_TOKEN": "s3cret", "MCPOWER_TOKEN": "server-only"}
     done = subprocess.run([BASH, "-c", line], capture_output=True, text=True, env=env, check=True)
     argv: list[str] = json.loads(done.stdout)
     return argv
@@ -200,5 +202,42 @@ def test_in_oauth_mode_clients_that_sign_in_themselves_get_no_token_header(clien
 def test_in_oauth_mode_the_inspector_line_sends_a_token_got_elsewhere() -> None:
     result = CliRunner().invoke(app, [*OAUTH, "--print-config", "inspector"])
     assert result.exit_code == 0, result.output
-    assert result.stdout.rstrip().endswith('--header "Authorization: Bearer $MCPOWER_TOKEN"')
-    assert "access token from https://idp.example for https://kb.example.com/mcp" in result.stderr
+    assert result.stdout.rstrip().endswith('--header "Authorization: Bearer $MCPOWER_CLIENT_TOKEN"')
+    assert "MCPOWER_CLIENT_TOKEN must hold an access token from https://idp.example for https://kb.example.com/mcp" in (
+        result.stderr
+    )
+
+
+# ---------------------------------------------------------------- the client's token variable (issue 28, item 4)
+
+CLIENT_SNIPPETS = ["claude-code", "cursor", "inspector"]  # VS Code asks for the token itself
+
+
+@pytest.mark.parametrize("client", [*CLIENT_SNIPPETS, "vscode"])
+def test_http_snippets_take_the_token_from_the_clients_variable_never_the_servers(client: str) -> None:
+    """MCPOWER_TOKEN is the server's token for every dataset: a snippet reading it invited exporting a
+    caller's secret under that name, in a shell that might then start `serve --http`."""
+    result = CliRunner().invoke(app, ["serve", "--http", "--print-config", client], env={"MCPOWER_TOKEN": "t" * 32})
+
+    assert result.exit_code == 0, result.output
+    assert "MCPOWER_TOKEN" not in result.stdout
+    if client in CLIENT_SNIPPETS:
+        assert "MCPOWER_CLIENT_TOKEN" in result.stdout
+        assert "note: the token comes from MCPOWER_CLIENT_TOKEN" in result.stderr
+        assert "not MCPOWER_TOKEN, the server's own token for every dataset" in result.stderr
+    else:
+        assert "${input:mcpower-token}" in result.stdout and "VS Code asks for the token" in result.stderr
+
+
+DOCS = [Path(__file__).parent.parent / "README.md", *sorted((Path(__file__).parent.parent / "docs").glob("*.md"))]
+
+
+def test_the_docs_name_one_client_variable_for_the_token() -> None:
+    """The docs mixed $KB_TOKEN and $MCPOWER_TOKEN in what a client sends: one name, the client's."""
+    sent = [
+        (doc.name, line.strip())
+        for doc in DOCS
+        for line in doc.read_text(encoding="utf-8").splitlines()
+        if "KB_TOKEN" in line or ("Bearer" in line and "MCPOWER_TOKEN" in line) or "env:MCPOWER_TOKEN" in line
+    ]
+    assert sent == []

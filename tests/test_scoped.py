@@ -5,14 +5,16 @@ point: test_authorization.py."""
 from __future__ import annotations
 
 import inspect
+import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import FakeEmbedder, join_warm_up
 
 from mcpower import search
-from mcpower.errors import DatasetNotFoundError, McpowerError, ResultNotFoundError
+from mcpower.errors import NO_DATASETS_YET, DatasetNotFoundError, McpowerError, ResultNotFoundError
 from mcpower.registry import Registry
 from mcpower.server.auth.callers import LOCAL, Caller, visible
 from mcpower.server.auth.scoped import ScopedRegistry
@@ -97,10 +99,18 @@ def test_result_ids_of_other_datasets_are_unknown_results(registry: Registry) ->
 
 
 def test_a_caller_with_no_matching_dataset_sees_an_empty_server(registry: Registry, tmp_path: Path) -> None:
+    """Its answers are an empty server's, told that its token grants none (issue 28, item 5: not to
+    create a dataset) — the same whether the server has other datasets or none at all."""
     view = visible(registry, Caller("nobody", ("hr-*",)))
     empty = Registry(tmp_path / "empty", embedder_factory=lambda model: FakeEmbedder())
+    view_of_empty = visible(empty, Caller("nobody", ("hr-*",)))
     assert view.entries() == [] and view.unreadable() == []
-    assert error_of(view.store, "recipes") == error_of(empty.store, "recipes")
-    assert search.search(view, "pumpkin", mode="keyword").model_dump(exclude={"meta": {"duration_ms"}}) == (
-        search.search(empty, "pumpkin", mode="keyword").model_dump(exclude={"meta": {"duration_ms"}})
-    )
+    assert view.none_here().startswith("this token grants no dataset on this server (it names 'hr-*')")
+
+    def said(registry: Registry) -> tuple[str, dict[str, Any]]:
+        answer = search.search(registry, "pumpkin", mode="keyword").model_dump(exclude={"meta": {"duration_ms"}})
+        return error_of(registry.store, "recipes"), answer
+
+    told = said(view)
+    assert told == said(view_of_empty)  # nothing says whether other datasets exist
+    assert json.dumps(told).replace(view.none_here(), NO_DATASETS_YET) == json.dumps(said(empty))

@@ -12,6 +12,7 @@ from conftest import FakeEmbedder, match_query, write_files
 
 from mcpower.errors import (
     DatasetNotFoundError,
+    IndexMismatchError,
     InvalidQueryError,
     InvalidTopKError,
     ResultNotFoundError,
@@ -535,6 +536,32 @@ def test_search_all_datasets_skips_broken_ones(
 
     assert response.meta.datasets == ["docs"]
     assert response.results[0].path == "guide/usage.md"
+
+
+def test_a_dataset_found_damaged_during_a_search_of_all_is_left_out(
+    ingested: tuple[Path, Registry], tmp_path: Path, datasets_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Damage opening did not reach (store/local/pool.py) is found by the search: that dataset is left
+    # out with a note, as at loading, and the others answer; searched alone, it is the error.
+    source = write_files(tmp_path / "other", {"quokka.md": "# Quokkas\n\nA quokka lives on an island.\n"})
+    ingest(source, datasets_dir, IngestOptions(dataset_id="other"), embedder=FakeEmbedder())
+    _, registry = ingested
+    damaged = IndexMismatchError(
+        "other: v1/meta.sqlite is not a readable SQLite database (database disk image is malformed)"
+    )
+
+    def chunks(ids: object) -> object:
+        raise damaged
+
+    monkeypatch.setattr(registry.store("other"), "chunks", chunks)
+
+    response = search(registry, "quokka")
+
+    assert response.meta.datasets == ["docs"] and response.results
+    assert {r.dataset for r in response.results} == {"docs"}
+    assert any("'other' skipped (INDEX_MISMATCH)" in note for note in response.meta.notes)
+    with pytest.raises(IndexMismatchError, match="malformed"):
+        search(registry, "quokka", dataset="other")
 
 
 # ------------------------------------------------------------------ result ids and snippets

@@ -8,11 +8,12 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import jsonschema
 import pytest
 from conftest import FakeEmbedder, join_warm_up, write_files
 from mcp import Client, MCPError
-from mcp.types import CallToolResult
+from mcp.types import CallToolResult, PromptReference, ResourceListChangedNotification, ResourceTemplateReference
 from server_fixtures import (
     HANDBOOK,
     RECIPES,
@@ -21,8 +22,12 @@ from server_fixtures import (
     ingest_handbook,
 )
 
+from mcpower.ingestion import IngestOptions, ingest
 from mcpower.registry import Registry
+from mcpower.results import SearchResponse
 from mcpower.server.app import create_server
+from mcpower.server.tools import with_links
+from mcpower.watch.watcher import WatchEvent
 
 pytestmark = pytest.mark.anyio
 
@@ -205,6 +210,29 @@ async def test_search_result_shape(client: Client) -> None:
     assert len({r["result_id"] for r in data["results"]}) == len(data["results"])
 
 
+async def test_search_results_link_each_document_once_in_rank_order(client: Client) -> None:
+    r = await client.call_tool("knowledge_search", {"query": "toolkit", "top_k": 10, "group": "none"})
+    data = structured(r)
+    links = [c for c in r.content if c.type == "resource_link"]
+    documents = list(dict.fromkeys((x["dataset"], x["path"]) for x in data["results"]))
+    assert len(data["results"]) > len(documents) > 1  # some document has two results: linked once
+    assert [link.uri for link in links] == [f"mcpower://{ds}/{path}" for ds, path in documents]
+    by_path = {(x["dataset"], x["path"]): x for x in data["results"]}
+    for link in links:
+        ds, _, path = link.uri.removeprefix("mcpower://").partition("/")
+        assert link.name == f"{ds}/{path}" and link.title == by_path[(ds, path)]["title"]
+        assert link.mime_type == ("text/plain" if path.endswith(".txt") else "text/markdown")
+        read = await client.read_resource(link.uri)  # each link opens its document
+        assert read.contents[0].text == {"handbook": HANDBOOK, "recipes": RECIPES}[ds][path]  # type: ignore[union-attr]
+    # A crawled page's web address rides along in its link's _meta.url.
+    crawled = SearchResponse.model_validate(data)
+    crawled.results[0].url = "https://example.org/guide/install"
+    linked = with_links(CallToolResult(content=[]), crawled).content
+    assert linked[0].meta == {"url": "https://example.org/guide/install"} and linked[1].meta is None  # type: ignore[union-attr]
+    empty = await client.call_tool("knowledge_search", {"query": "qqqxqqq", "mode": "keyword"})
+    assert [c.type for c in empty.content] == ["text"]
+
+
 async def test_search_without_dataset_merges_all(client: Client) -> None:
     data = await search(client, query="toolkit", top_k=10)
     assert sorted(data["meta"]["datasets"]) == ["handbook", "recipes"]
@@ -326,6 +354,34 @@ async def test_unknown_tool(client: Client, tmp_path: Path) -> None:
     message = assert_error(await client.call_tool("knowledge.search", {"query": "x"}), "UNKNOWN_TOOL", tmp_path)
     assert "knowledge.search" in message
     await assert_search_works(client)
+
+
+@pytest.mark.parametrize(
+    ("tool", "args", "unknown"),
+    [
+        ("knowledge_search", {"query": "zephyrine", "k": 2}, "'k'"),
+        ("knowledge_search", {"query": "zephyrine", "topK": 2, "datasets": "handbook"}, "'topK', 'datasets'"),
+        ("knowledge_list_datasets", {"verbose": True}, "'verbose'"),
+        ("knowledge_get_source", {"result_id": "handbook:0", "scope": "chunk", "lines": 3}, "'lines'"),
+        ("knowledge_get_metadata", {"result_id": "handbook:0", "path": "x"}, "'path'"),
+    ],
+)
+async def test_unknown_arguments_are_refused_naming_them_and_the_accepted_ones(
+    client: Client, tmp_path: Path, tool: str, args: dict[str, Any], unknown: str
+) -> None:
+    message = assert_error(await client.call_tool(tool, args), "UNKNOWN_ARGUMENT", tmp_path)
+    assert unknown in message and tool in message
+    schema = {t.name: t.input_schema for t in (await client.list_tools()).tools}[tool]
+    assert schema["additionalProperties"] is False  # what the schema promised
+    accepted = list(schema["properties"])
+    assert (f"it takes {', '.join(accepted)}" if accepted else "it takes no arguments") in message
+    await assert_search_works(client)
+
+
+async def test_many_unknown_arguments_are_named_within_bounds(client: Client, tmp_path: Path) -> None:
+    args = {"query": "x", **{f"{'z' * 5000}{i}": i for i in range(50)}}
+    message = assert_error(await client.call_tool("knowledge_search", args), "UNKNOWN_ARGUMENT", tmp_path)
+    assert "and 45 more" in message and len(message) < 600
 
 
 async def test_corrupt_index_is_an_error_for_that_dataset_only(
@@ -533,6 +589,77 @@ async def test_resource_template(client: Client) -> None:
     templates = (await client.list_resource_templates()).resource_templates
     assert [t.uri_template for t in templates] == ["mcpower://{dataset}/{+path}"]
     assert templates[0].name == "document"
+
+
+TEMPLATE = ResourceTemplateReference(uri="mcpower://{dataset}/{+path}")
+
+
+async def complete(client: Client, name: str, value: str, **context: str) -> Any:
+    return (await client.complete(TEMPLATE, {"name": name, "value": value}, context or None)).completion
+
+
+async def test_completions_of_dataset_ids_and_paths(client: Client, datasets: Path) -> None:
+    assert client.server_capabilities is not None and client.server_capabilities.completions is not None
+    assert (await complete(client, "dataset", "")).values == ["handbook", "recipes"]
+    found = await complete(client, "dataset", "Re")  # ids are matched whatever the case typed
+    assert found.values == ["recipes"] and found.total == 1 and not found.has_more
+    assert (await complete(client, "dataset", "zz")).values == []
+    assert (await complete(client, "path", "", dataset="recipes")).values == sorted(RECIPES)
+    assert (await complete(client, "path", "soup/", dataset="recipes")).values == ["soup/pumpkin.md"]
+    assert (await complete(client, "path", "guide/", dataset="handbook")).values == sorted(
+        p for p in HANDBOOK if p.startswith("guide/")
+    )
+    # A path without its dataset, or in one that does not exist (or is broken), completes nothing.
+    add_broken_dataset(datasets)
+    for context in ({}, {"dataset": "nope"}, {"dataset": "broken"}):
+        assert (await complete(client, "path", "", **context)).values == []
+    assert "broken" not in (await complete(client, "dataset", "")).values  # only ready datasets
+    prompt = await client.complete(PromptReference(name="x"), {"name": "dataset", "value": ""})
+    assert prompt.completion.values == []  # there are no prompts
+
+
+async def test_path_completions_are_bounded_and_fold_into_folders(
+    make_registry: Callable[[Path], Registry], tmp_path: Path
+) -> None:
+    files = {f"api/v{i % 3}/page{i:03}.md": f"# Page {i}\n\nText {i}.\n" for i in range(150)}
+    files["api.md"] = "# API\n\nThe index.\n"
+    ingest(
+        write_files(tmp_path / "src", files), tmp_path / "ds", IngestOptions(dataset_id="big"), embedder=FakeEmbedder()
+    )
+    async with Client(create_server(make_registry(tmp_path / "ds"))) as c:
+        top = await complete(c, "path", "", dataset="big")  # 151 paths: folded to their first part
+        assert top.values == ["api.md", "api/"] and top.total == 2
+        assert (await complete(c, "path", "api/", dataset="big")).values == ["api/v0/", "api/v1/", "api/v2/"]
+        v1 = await complete(c, "path", "api/v1/", dataset="big")
+        assert v1.values == sorted(p for p in files if p.startswith("api/v1/")) and len(v1.values) == 50
+
+
+async def test_a_republished_dataset_is_announced_to_connected_clients(registry: Registry) -> None:
+    """A watcher's re-index (on its own thread) reaches a 2025-11-25 client as
+    notifications/resources/list_changed, and a 2026-07-28 client on its subscriptions/listen stream;
+    its other events are not announced. Waits on the notifications themselves."""
+    server = create_server(registry)
+    announce = server.changes.observer()
+    seen: list[Any] = []
+    arrived = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, ResourceListChangedNotification):
+            seen.append(message)
+            arrived.set()
+
+    async with Client(server, mode="legacy", message_handler=on_message) as old:
+        await old.list_resources()  # connected
+        await anyio.to_thread.run_sync(announce, WatchEvent("handbook", "watching"))  # not a change
+        await anyio.to_thread.run_sync(announce, WatchEvent("handbook", "reindexed"))
+        with anyio.fail_after(30):
+            await arrived.wait()
+        assert len(seen) == 1
+    async with Client(server, mode="auto") as new, new.listen(resources_list_changed=True) as stream:
+        await anyio.to_thread.run_sync(announce, WatchEvent("handbook", "reindexed"))
+        with anyio.fail_after(30):
+            event = await stream.__anext__()
+        assert type(event).__name__ == "ResourcesListChanged"
 
 
 # ---------------------------------------------------------------- re-ingest while serving

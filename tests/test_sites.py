@@ -155,7 +155,12 @@ def test_ingest_reports_furniture_by_kind_and_records_the_switch_for_watch(
         app, ["ingest", str(sphinx), "--datasets-dir", str(datasets), "-q", "--keep-site-files", "--json"]
     )
     assert kept.exit_code == 0, kept.output
-    assert json.loads(kept.stdout)["documents"] == 7
+    # Read, and the two _sources copies whose text is their page's are then skipped as duplicates.
+    assert json.loads(kept.stdout)["documents"] == 5
+    assert {d["path"]: d["kept"] for d in json.loads(kept.stdout)["duplicates"]} == {
+        "_sources/faq.rst.txt": "faq.html",
+        "_sources/intro.rst.txt": "intro.html",
+    }
     info = read_manifest(datasets / "jinja-html" / MANIFEST_NAME)
     assert info.source is not None and info.source.keep_site_files is True
     # A watcher re-ingests the way the dataset was built.

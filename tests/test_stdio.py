@@ -93,6 +93,9 @@ def test_session_over_stdio(serve: Callable[..., StdioServer], datasets: Path) -
     assert json.loads(result["content"][0]["text"]) == data
     assert data["status"] == "ok"
     assert data["results"][0]["path"] == "notes.txt"
+    links = [c for c in result["content"] if c["type"] == "resource_link"]
+    assert links[0]["uri"] == f"mcpower://{data['results'][0]['dataset']}/notes.txt"
+    assert links[0]["mimeType"] == "text/plain"
     assert sorted(data["meta"]["datasets"]) == ["handbook", "recipes"]
     assert all(0 <= r["score"] <= 1 for r in data["results"])
 
@@ -103,6 +106,9 @@ def test_session_over_stdio(serve: Callable[..., StdioServer], datasets: Path) -
     error = server.call_tool("knowledge_search", {"query": "x", "dataset": "nope"})
     assert error["isError"] is True
     assert error["structuredContent"]["error"]["code"] == "DATASET_NOT_FOUND"
+    unknown = server.call_tool("knowledge_search", {"query": "harpsichord", "k": 2})  # a misspelt top_k
+    assert unknown["isError"] is True and unknown["structuredContent"]["error"]["code"] == "UNKNOWN_ARGUMENT"
+    assert "'k'" in unknown["structuredContent"]["error"]["message"]
 
     resources = server.call("resources/list")["resources"]
     assert len(resources) == len(HANDBOOK) + len(RECIPES)
@@ -125,7 +131,8 @@ def test_session_over_stdio(serve: Callable[..., StdioServer], datasets: Path) -
     assert startup["level"] == "info" and startup["ts"].endswith("Z")
     assert events(server, "tool.invocation") == []  # each call is logged once, as its audit line
     searches = [line for line in events(server, "audit") if line["tool"] == "knowledge_search"]
-    assert len(searches) == 2
+    assert len(searches) == 3
+    assert searches[2]["status"] == "UNKNOWN_ARGUMENT"
     ok = searches[0]
     assert ok["caller"] == "local" and ok["door"] == "mcp"
     assert ok["query_chars"] == len("harpsichord feature")
@@ -140,17 +147,18 @@ def test_session_over_stdio(serve: Callable[..., StdioServer], datasets: Path) -
     assert events(server, "server.shutdown")
 
 
-def test_debug_level_logs_without_the_query(serve: Callable[..., StdioServer], datasets: Path) -> None:
-    """Debug logging works, and keeps the promise that queries are logged only with --audit-queries
-    (the debug line that printed the query went with tool.invocation)."""
+def test_debug_level_never_logs_the_query(serve: Callable[..., StdioServer], datasets: Path) -> None:
+    """Queries are logged only with --audit-queries, at every level (issue 26, item 8): debug wrote
+    each one (tests/test_log_privacy.py checks every door of an HTTP server)."""
     server = serve(datasets, "--log-level", "debug")
     server.initialize()
     server.call_tool("knowledge_search", {"query": "harpsichord feature"})
     server.close_stdin()
     assert server.wait_exit(EXIT_BUDGET) == 0
     server.stop()
-    assert "harpsichord feature" not in server.stderr()
-    assert server.log_records()
+    assert "harpsichord" not in server.stderr()
+    (audit,) = [r for r in server.log_records() if r.get("event") == "audit"]
+    assert audit["query_chars"] == len("harpsichord feature") and "query" not in audit
 
 
 def test_seed_tool_names_over_stdio(serve: Callable[..., StdioServer], datasets: Path) -> None:

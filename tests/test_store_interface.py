@@ -181,7 +181,7 @@ def test_the_local_store_reads_only_the_rows_a_limited_listing_shows(tmp_path: P
 async def test_resources_list_asks_each_store_only_for_what_it_still_shows(
     monkeypatch: pytest.MonkeyPatch, corpus: Path
 ) -> None:
-    from mcpower.server import app
+    from mcpower.server import documents as resources
 
     catalog = MemoryCatalog()
     for ds in ("aaa", "bbb"):
@@ -195,7 +195,7 @@ async def test_resources_list_asks_each_store_only_for_what_it_still_shows(
         return rows
 
     monkeypatch.setattr(MemoryStore, "documents", spy)
-    monkeypatch.setattr(app, "MAX_LISTED_RESOURCES", 7)  # the 5 documents of aaa, then 2 of bbb's 5
+    monkeypatch.setattr(resources, "MAX_LISTED_RESOURCES", 7)  # the 5 documents of aaa, then 2 of bbb's 5
     registry = Registry(catalogs=[catalog], embedder_factory=lambda model: FakeEmbedder())
     async with Client(create_server(registry)) as client:
         listed = (await client.list_resources()).resources

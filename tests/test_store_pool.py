@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from mcpower.errors import IndexMismatchError
 from mcpower.store.local.pool import ConnectionPool
 
 
@@ -69,3 +70,32 @@ def test_without_a_uri_readers_share_the_one_connection() -> None:
         with pool.connection() as db:
             assert db is only
     pool.close()
+
+
+def test_a_page_found_damaged_while_read_is_an_error_naming_the_dataset(tmp_path: Path) -> None:
+    # Opening reads the schema and counts, not every page: a page damaged past them (a forged checksum)
+    # fails only when a query reads it, and must say so as opening does, not as a raw sqlite3 error.
+    path = tmp_path / "meta.sqlite"
+    with sqlite3.connect(path) as db:
+        db.execute("PRAGMA page_size = 512")
+        db.execute("CREATE TABLE t (x)")
+        db.executemany("INSERT INTO t VALUES (?)", [(f"row {i} " * 10,) for i in range(200)])
+    db.close()
+    data = bytearray(path.read_bytes())
+    data[-512:] = b"\xff" * 512  # the last page: one of t's leaves
+    path.write_bytes(bytes(data))
+    uri = f"{path.as_uri()}?mode=ro&immutable=1"
+    pool = ConnectionPool(uri, sqlite3.connect(uri, uri=True, check_same_thread=False), source="docs: v1/meta.sqlite")
+
+    with pool.connection() as db:  # what opening reads still reads
+        assert db.execute("SELECT name FROM sqlite_master").fetchall() == [("t",)]
+    expected = r"^docs: v1/meta.sqlite is not a readable SQLite database .*ingest"
+    with pytest.raises(IndexMismatchError, match=expected), pool.connection() as db:
+        db.execute("SELECT x FROM t").fetchall()
+    with pool.connection() as db:  # the connection goes back to the pool, still usable
+        assert db.execute("SELECT 1").fetchone() == (1,)
+    unnamed = ConnectionPool(uri, sqlite3.connect(uri, uri=True, check_same_thread=False))
+    with pytest.raises(sqlite3.DatabaseError), unnamed.connection() as db:
+        db.execute("SELECT x FROM t").fetchall()
+    pool.close()
+    unnamed.close()

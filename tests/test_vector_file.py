@@ -227,10 +227,12 @@ class CountingEmbedder(FakeEmbedder):
 def test_ingest_embeds_in_bounded_blocks_with_the_same_result(
     root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from mcpower import assembly
+    from mcpower import assembly, plan
 
     src = root.parent / "src"
-    monkeypatch.setattr(assembly, "VECTOR_BLOCK", 7)
+    monkeypatch.setattr(assembly, "VECTOR_BLOCK", 7)  # vectors carried over, and checked, per block
+    monkeypatch.setattr(plan, "SLICE", 7)  # new chunks are embedded (and stored) a slice at a time
+    monkeypatch.setattr(plan, "MEASURE", 7)  # the first, timed, slice
     counting = CountingEmbedder()
     ingest(src, tmp_path / "datasets", IngestOptions(dataset_id="exact"), embedder=counting)
 

@@ -20,6 +20,7 @@ from conftest import FakeEmbedder, write_files
 from server_fixtures import REPO_ROOT, subprocess_env
 from watch_fixtures import ADDED, MODIFIED, QUIET, Clock, published, settle, watched_notes, write_notes
 
+import mcpower.chunking.worker
 import mcpower.discover
 import mcpower.ingestion
 from mcpower.errors import IngestError
@@ -332,14 +333,14 @@ def test_a_file_that_breaks_the_chunker_is_left_out_and_the_rest_reingested(
     indexed again until someone removed the file."""
     watcher, registry, clock, events = setup
     root = source.resolve()
-    real = mcpower.assembly.build_document
+    real = mcpower.chunking.worker.build_document
 
     def chunk(parsed: Any, *args: Any) -> Any:
         if "trigger" in (parsed.text or ""):
             raise RecursionError("maximum recursion depth exceeded")
         return real(parsed, *args)
 
-    monkeypatch.setattr(mcpower.assembly, "build_document", chunk)
+    monkeypatch.setattr(mcpower.chunking.worker, "build_document", chunk)
     edit(watcher, clock, root / "todo.txt", "Tune the ocarina.\n")
     edit(watcher, clock, root / "guide.md", "# Guide\n\nThis one will trigger the bug.\n")
     settle(watcher, clock)

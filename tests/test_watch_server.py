@@ -22,6 +22,7 @@ from conftest import FakeEmbedder, join_warm_up
 from http_fixtures import TOKEN, HttpServer, write_http_launcher
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.types import ResourceListChangedNotification
 from server_fixtures import StdioServer, subprocess_env, write_launcher
 from watch_fixtures import MODIFIED, Clock, write_notes
 
@@ -138,6 +139,8 @@ def test_serve_stdio_watch_reindexes_and_serves_the_new_version(
             (source / "todo.txt").write_text(f"Tune the ocarina {n}.\n")
             if server.wait_log("watch.reindexed", timeout=2.0, must=False):
                 break
+        # The client is told the documents changed (the capabilities claim listChanged).
+        server.wait_notification("notifications/resources/list_changed", timeout=DEADLINE)
         results = server.call_tool("knowledge_search", search)["structuredContent"]["results"]
         assert [r["path"] for r in results] == ["todo.txt"]
         dataset = server.call_tool("knowledge_list_datasets", {})["structuredContent"]["datasets"][0]
@@ -152,10 +155,10 @@ def test_serve_stdio_watch_reindexes_and_serves_the_new_version(
 
 
 @asynccontextmanager
-async def http_session(url: str) -> AsyncIterator[Client]:
+async def http_session(url: str, on_message: Any = None) -> AsyncIterator[Client]:
     async with (
         httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=httpx2.Timeout(30, read=60)) as h,
-        Client(streamable_http_client(url, http_client=h), mode="legacy") as c,
+        Client(streamable_http_client(url, http_client=h), mode="legacy", message_handler=on_message) as c,
     ):
         yield c
 
@@ -176,8 +179,14 @@ def test_serve_http_watch_keeps_every_client_current(source: Path, datasets_dir:
     try:
         server.wait_event("watch.watching", timeout=DEADLINE)
 
+        changed = anyio.Event()
+
+        async def on_message(message: Any) -> None:
+            if isinstance(message, ResourceListChangedNotification):
+                changed.set()
+
         async def main() -> None:
-            async with http_session(server.url) as first, http_session(server.url) as second:
+            async with http_session(server.url, on_message) as first, http_session(server.url) as second:
                 for c in (first, second):
                     assert await paths(c, "ocarina") == [] and await paths(c, "harpsichord") == ["todo.txt"]
                 before = await listed(first)
@@ -191,6 +200,8 @@ def test_serve_http_watch_keeps_every_client_current(source: Path, datasets_dir:
                     raise AssertionError(f"no re-index; stderr:\n{server.stderr()}")
 
                 await anyio.to_thread.run_sync(edit_until_seen)
+                with anyio.fail_after(DEADLINE):  # the client is told the documents changed
+                    await changed.wait()
                 for c in (first, second):
                     assert await paths(c, "ocarina") == ["todo.txt"] and await paths(c, "harpsichord") == []
                 assert (await listed(second))["updated_at"] == published_at(datasets_dir)

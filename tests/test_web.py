@@ -23,6 +23,7 @@ from http_fixtures import TOKEN
 from mcp import Client
 from server_fixtures import add_broken_dataset
 
+import mcpower.search
 from mcpower.ingestion import IngestOptions, ingest
 from mcpower.registry import Registry
 from mcpower.server.app import KnowledgeServer, create_server
@@ -296,7 +297,21 @@ async def test_login_sets_a_cookie_the_pages_take_and_mcp_does_not(registry: Reg
 async def test_a_page_shows_who_is_signed_in(registry: Registry) -> None:
     async with serving(registry, token=TOKEN) as (_, app), web(app, token=TOKEN) as h:
         page = (await h.get("/")).text
-    assert 'data-testid="logout"' in page and "Signed in as <bdi>token</bdi>" in page
+        missing = await h.get("/doc?id=recipes:00000000000000ff")  # an error page keeps the header
+        unrouted = await h.get("/no-such-page")
+    # the all-datasets MCPOWER_TOKEN is the operator, as the operator would say it
+    assert 'data-testid="logout"' in page and "Signed in as <bdi>operator</bdi>" in page
+    assert missing.status_code == 404 and "Signed in as <bdi>operator</bdi>" in missing.text
+    assert unrouted.status_code == 404
+
+
+async def test_the_login_page_has_no_links_that_lead_back_to_it(registry: Registry) -> None:
+    async with serving(registry, token=TOKEN) as (_, app), web(app) as h:
+        login = (await h.get("/login?next=/search")).text
+        again = (await h.post("/login", data={"token": "wrong", "next": "/"}, headers={"Origin": BASE})).text
+    for text in (login, again):
+        assert 'data-testid="login-form"' in text
+        assert 'data-testid="nav-search"' not in text and 'href="/"' not in text
 
 
 @pytest.mark.parametrize(
@@ -521,6 +536,71 @@ async def test_a_pdf_result_opens_at_its_page(registry: Registry, datasets: Path
         results = (await h.get("/search", params={"q": "calibrate lens", "dataset": "pdfs", "group": "none"})).text
     assert data["source"]["pages"] == top["pages"] == {"start": 1, "end": 2}  # one chunk over both pages
     assert 'data-testid="doc-pages">1–2<' in page and "· pages 1–2" in results
+
+
+MKDOCS_PAGE = (
+    "# Middleware { #middleware }\n\n"
+    "## Advanced middleware { #advanced-middleware }\n\n"
+    + "".join(f"Filler sentence number {i} about nothing in particular. " for i in range(30))
+    + "The **ocelot** handler wraps every request; see [the guide](https://example.org/guide).\n\n"
+    "```python\napp.add_middleware(OcelotMiddleware)\n```\n\n"
+    "| option | meaning |\n|---|---|\n| `strict` | refuse <b>unknown</b> hosts |\n"
+)
+
+
+async def test_a_result_reads_as_an_excerpt_without_markdown_and_the_whole_passage_on_demand(
+    registry: Registry, datasets: Path, tmp_path: Path
+) -> None:
+    ingest(
+        write_files(tmp_path / "site", {"middleware.md": MKDOCS_PAGE}),
+        datasets,
+        IngestOptions(dataset_id="site"),
+        embedder=FakeEmbedder(),
+    )
+    registry.scan()
+    async with serving(registry) as (server, app), web(app) as h:
+        page = (await h.get("/search", params={"q": "ocelot handler", "dataset": "site"})).text
+        async with Client(server) as agent:  # an agent's snippet: no attribute blocks either
+            found = await agent.call_tool("knowledge_search", {"query": "ocelot handler", "dataset": "site"})
+    snippets = [r["snippet"] for r in found.structured_content["results"]]
+    assert snippets and not any("{ #" in s for s in snippets)
+    result = page[page.index('data-testid="result-snippet"') :]
+    excerpt = result[: result.index("</p>")]
+    assert "<mark>ocelot</mark>" in excerpt and len(excerpt) < 600  # the part around the match, short
+    assert "Filler sentence number 0 " not in excerpt
+    assert 'data-testid="result-more"' in result and "<details" in page  # the whole passage, without JavaScript
+    for raw in ("{ #", "*", "```", "|---", "](https://", "<b>unknown", "&lt;b&gt;", "## ", "///", "{*"):
+        assert raw not in page[page.index('class="results"') :], raw
+    assert "option · meaning" in page and "app.add_middleware(OcelotMiddleware)" in page
+
+
+async def test_a_result_with_a_web_address_links_to_the_original(
+    registry: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = mcpower.search.search
+    given = [""]
+
+    def crawled(*args: Any, **kwargs: Any) -> Any:  # as a crawled site's results carry their page's url
+        response = real(*args, **kwargs)
+        for result in response.results:
+            result.url = given[0]
+        return response
+
+    monkeypatch.setattr(mcpower.search, "search", crawled)
+    cases = {
+        "https://example.org/guide/usage": True,
+        "javascript:alert(1)": False,
+        "data:text/html,<b>x</b>": False,
+        "https://example.org/a b": False,
+    }
+    async with serving(registry) as (_, app), web(app) as h:
+        for url, linked in cases.items():
+            given[0] = url
+            page = (await h.get("/search", params={"q": "quokka diagnostics"})).text
+            assert ('data-testid="result-url"' in page) is linked, url
+            if linked:
+                assert f'href="{url}" rel="noopener noreferrer nofollow"' in page
+            assert 'href="javascript:' not in page and 'href="data:' not in page
 
 
 def test_no_web_is_a_flag_and_a_setting(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -22,11 +22,13 @@ from typing import TYPE_CHECKING, Any
 from mcpower.analysis.analyzers import (
     SCHEME,
     Marks,
+    analysis_language,
     index_terms,
     marks,
     query_languages,
     query_terms,
     snippet_terms,
+    undetermined_as,
 )
 from mcpower.analysis.languages import UNDETERMINED, is_language, language_name, normalize_language
 
@@ -50,6 +52,7 @@ __all__ = [
     "UNDETERMINED",
     "Detection",
     "Marks",
+    "analysis_language",
     "chunk_languages",
     "detect",
     "index_terms",
@@ -60,4 +63,5 @@ __all__ = [
     "query_languages",
     "query_terms",
     "snippet_terms",
+    "undetermined_as",
 ]

@@ -12,7 +12,9 @@ full-width) and lower-cased, then split into
   language's Snowball stemmer (PyStemmer) where Snowball has one, then stripped of diacritics, so
   "Pakete"/"Paketen" and "paquets"/"paquet" meet, and "élève" is found by "eleve". Words in a
   Chinese, Japanese or Korean chunk (commands, English terms) get the English stemmer. A chunk
-  whose language is undetermined (``und``) keeps its words unstemmed.
+  whose language is undetermined (``und``: too short to tell, a table of names) is analysed as the
+  dataset's main language (:func:`undetermined_as`), recorded in its manifest; in a dataset of no
+  told language (or one written before that was recorded) it keeps its words unstemmed.
 
 Queries are analysed the same way under each language the dataset holds (a short query's
 language is a guess), each language's stopwords left out, and every distinct term counted once.
@@ -94,9 +96,35 @@ MAX_TERM_CHARS = 64  # longer "words" are hashes or base64; cut so no term bloat
 MAX_QUERY_TERMS = 256  # a 1024-character CJK question has ~1000 pairs; the rest add nothing
 
 
-def query_languages(chunks_per_language: Mapping[str, int]) -> tuple[str, ...]:
+def undetermined_as(chunks_per_language: Mapping[str, int]) -> str | None:
+    """The language a dataset's chunks of undetermined language are analysed as: the told language
+    holding most of its chunks (None: no language was told).
+
+    A chunk too short to tell is most likely in the language around it. Analysed apart (its words
+    unstemmed), the same word was two terms in one dataset, "cookie" in the short chunks and "cooki"
+    in the rest, each with its own document frequency: a question's words weighed more in the few
+    short chunks than in the many others (five one-line pages outranked the section about the
+    question), and in a dataset mostly of undetermined chunks a question analysed their way missed
+    the inflected words of the told ones ("tools" never found "tool").
+    """
+    told = [(n, code) for code, n in chunks_per_language.items() if code != UNDETERMINED and n > 0]
+    return min(told, key=lambda t: (-t[0], t[1]))[1] if told else None
+
+
+def analysis_language(language: str, undetermined: str | None) -> str:
+    """The language a chunk in ``language`` is analysed as, in a dataset whose undetermined chunks
+    are analysed as ``undetermined`` (its manifest's ``analysis.undetermined``)."""
+    return undetermined if language == UNDETERMINED and undetermined else language
+
+
+def query_languages(chunks_per_language: Mapping[str, int], undetermined: str | None = None) -> tuple[str, ...]:
     """The languages a dataset's queries are analysed under: those holding MIN_LANGUAGE_SHARE of
-    its chunks, and always the one holding most (``und`` for a dataset with none recorded)."""
+    its chunks, and always the one holding most (``und`` for a dataset with none recorded); its
+    undetermined chunks count as ``undetermined`` when they were analysed as it."""
+    if undetermined and chunks_per_language.get(UNDETERMINED):
+        merged = dict(chunks_per_language)
+        merged[undetermined] = merged.get(undetermined, 0) + merged.pop(UNDETERMINED)
+        chunks_per_language = merged
     total = sum(chunks_per_language.values())
     ranked = sorted(chunks_per_language.items(), key=lambda kv: (-kv[1], kv[0]))
     if not ranked or total <= 0:

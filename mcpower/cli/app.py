@@ -14,6 +14,7 @@ import typer
 from typer.core import TyperArgument, TyperGroup
 
 from mcpower import __version__
+from mcpower.cli.common import error_text
 from mcpower.errors import McpowerError
 
 # How --help names the values of options and arguments, Click's way (an upper-case word, or the
@@ -81,7 +82,7 @@ class _Group(TyperGroup):
         try:
             return super().invoke(ctx)
         except McpowerError as e:
-            typer.echo(f"Error: {e.message}", err=True)
+            typer.echo(f"Error: {error_text(e)}", err=True)
             raise typer.Exit(1) from None
 
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from mcpower.config import Settings
+from mcpower.errors import DatasetNotFoundError, McpowerError
 
 if TYPE_CHECKING:
     from mcpower.registry import EmbedderFactory, Registry
@@ -153,6 +154,16 @@ def no_datasets(root: Path) -> str:
             "or point --datasets-dir / MCPOWER_DATASETS_DIR at your datasets)"
         )
     return f"no datasets under {where} (create one with `mcpower ingest PATH`)"
+
+
+def error_text(e: McpowerError) -> str:
+    """What the CLI says of an error: its message; for a dataset not found, where it was looked for
+    (the folder, and that it does not exist), which a client of the server is never told."""
+    if not isinstance(e, DatasetNotFoundError) or e.root is None:
+        return e.message
+    if not e.available and not e.unreadable:
+        return f"unknown dataset {e.dataset_id[:80]!r}: {no_datasets(e.root)}"
+    return e.located(str(e.root.expanduser().resolve()))
 
 
 def setup_logging(verbose: bool = False) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -15,6 +16,13 @@ from mcpower.errors import McpowerError
 def _message(dataset_id: str, message: str) -> str:
     """An error message without the dataset id it starts with (the row already names it)."""
     return message.removeprefix(f"{dataset_id}: ")
+
+
+def _looked_in(root: Path) -> str:
+    where = root.expanduser().resolve()
+    if where.is_dir():
+        return f"under {where}"
+    return f"under {where}: the folder does not exist (point --datasets-dir / MCPOWER_DATASETS_DIR at your datasets)"
 
 
 def validate(
@@ -37,8 +45,10 @@ def validate(
     unread = "; ".join(registry.unreadable())  # it may be where mcpower could not look
     for wanted in ids or []:
         if wanted not in known:
-            error = f"no such dataset; it may be in a database that could not be read: {unread}" if unread else ""
-            rows.append({"id": wanted, "status": "error", "error": error or "no such dataset"})
+            error = f"no such dataset {_looked_in(s.datasets_dir)}"
+            if unread:
+                error += f"; it may be in a database that could not be read: {unread}"
+            rows.append({"id": wanted, "status": "error", "error": error})
     for e in entries:
         if ids and e.id not in ids:
             continue

@@ -25,12 +25,14 @@ from mcpower.cli.fetching import (
     fetch_options,
     show_fetch,
 )
+from mcpower.cli.plans import dry_run_lines, duplicate_lines, plan_line
 from mcpower.cli.progress import Progress, duration, plural, rate
 from mcpower.defaults import BACKENDS, DEFAULT_CHUNK_TOKENS, DEFAULT_MAX_FILE_MB, DEFAULT_OVERLAP, DEFAULT_TOP_K
 from mcpower.sites import KEEP_HINT, furniture_counts, is_furniture
 
 if TYPE_CHECKING:
-    from mcpower.ingestion import IngestReport
+    from mcpower.config import Settings
+    from mcpower.ingestion import IngestPlan, IngestReport
 
 
 def ingest(
@@ -105,6 +107,14 @@ def ingest(
             "furniture: page source copies, index and search pages, static assets.",
         ),
     ] = False,
+    keep_duplicates: Annotated[
+        bool,
+        typer.Option(
+            "--keep-duplicates",
+            help="Also index a document whose text another one holds (a page's source beside it, a copy, an "
+            "included fragment); a file reached twice by links is still read once.",
+        ),
+    ] = False,
     language: Annotated[
         str | None,
         typer.Option(
@@ -134,7 +144,18 @@ def ingest(
         ),
     ] = None,
     full: Annotated[
-        bool, typer.Option("--full", help="Rebuild everything instead of re-embedding changed files.")
+        bool,
+        typer.Option(
+            "--full", help="Re-embed everything: nothing carried over, nothing taken from the embedding store."
+        ),
+    ] = False,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Read and plan only: files, duplicates, chunks, time to embed, what would be removed. Nothing is "
+            "published; without a recorded rate, 16 chunks are embedded to time the model.",
+        ),
     ] = False,
     replace: Annotated[
         bool,
@@ -170,6 +191,7 @@ def ingest(
     (only changed files are re-embedded; a site is asked only for what changed since the last crawl)."""
     from mcpower.ingestion import IngestOptions
     from mcpower.ingestion import ingest as run_ingest
+    from mcpower.plan import PLAN_SHOWN
     from mcpower.sources import kind_of
 
     remote = kind_of(path, git)
@@ -206,14 +228,21 @@ def ingest(
         exclude=exclude or (),
         code=code,
         keep_site_files=keep_site_files,
+        keep_duplicates=keep_duplicates,
         language=language,
         follow_symlinks=follow_symlinks,
         max_file_bytes=int(s.max_file_mb * 1024 * 1024),
         default_top_k=top_k,
         full=full,
+        dry_run=dry_run,
+        embedding_store_mb=s.embedding_store_mb,
         wait=wait,
         replace=replace,
     )
+    if watch and dry_run:
+        raise typer.BadParameter("--dry-run plans one ingest; it cannot --watch", param_hint="--dry-run")
+    if s.milvus_uri and (remote is None or dataset_id is not None):
+        refuse_shadowed(path, dataset_id, s)
     fetch = (
         fetch_options(
             max_pages,
@@ -230,19 +259,27 @@ def ingest(
         if remote
         else None
     )
+    resumable: list[bool] = []  # whether the embedding store keeps what this run embeds
     try:
         with Progress(enabled=not quiet and not as_json) as progress:
             target = milvus_catalog(s) if s.milvus_uri else s.datasets_dir
+
+            def announce(plan: IngestPlan) -> None:
+                resumable.append(plan.stored)
+                if progress.enabled and not dry_run and plan.to_embed > PLAN_SHOWN:
+                    progress.say(plan_line(plan))
+
             if fetch is not None:
                 from mcpower.sources.remote import ingest_source
 
-                report = ingest_source(path, target, options, fetch, s.cache_dir, progress=progress)
+                report = ingest_source(path, target, options, fetch, s.cache_dir, progress=progress, announce=announce)
             else:
-                report = run_ingest(Path(path), target, options, progress=progress)
+                report = run_ingest(Path(path), target, options, progress=progress, announce=announce)
     except KeyboardInterrupt:
-        typer.echo("interrupted: nothing was published; the dataset is as it was before this ingest", err=True)
+        kept = "; the chunks embedded so far are kept: run the same command again to resume" if any(resumable) else ""
+        typer.echo(f"interrupted: nothing was published; the dataset is as it was before this ingest{kept}", err=True)
         raise typer.Exit(130) from None
-    _show(report, as_json, compact=watch)
+    _show(report, as_json, compact=watch, dry_run=dry_run)
     if watch:
         from mcpower.cli.watching import watch_dataset
 
@@ -257,7 +294,9 @@ def ingest(
         )
 
 
-def _show(report: IngestReport, as_json: bool, compact: bool = False, location: bool = True) -> None:
+def _show(
+    report: IngestReport, as_json: bool, compact: bool = False, location: bool = True, dry_run: bool = False
+) -> None:
     """The report: JSON (one line if ``compact``: one per re-ingest while watching) or text."""
     if as_json:
         data = {
@@ -267,12 +306,16 @@ def _show(report: IngestReport, as_json: bool, compact: bool = False, location: 
                 k: getattr(report, k)
                 for k in ("documents", "chunks", "embedded", "added", "changed", "removed", "unchanged", "full_rebuild")
             },
+            "from_store": report.plan.from_store,
             "published": report.published,
+            "dry_run": dry_run,
+            "plan": report.plan.as_dict(),
             "model": report.model,
             "model_reason": report.model_reason or None,
             "languages": report.languages,
             "language": report.language,
             "skipped": [{"path": p, "reason": r} for p, r in report.skipped],
+            "duplicates": [{"path": d.path, "kept": d.kept, "reason": d.why} for d in report.duplicates],
             "notes": [{"path": p, "note": n} for p, n in report.file_notes],
             "seconds": round(report.seconds, 2),
             "phases": {k: round(v, 2) for k, v in report.phases().items()},
@@ -290,12 +333,18 @@ def _show(report: IngestReport, as_json: bool, compact: bool = False, location: 
     if furniture:
         kinds = ", ".join(f"{n} {kind}" for kind, n in furniture.items())
         typer.echo(f"skipped as site furniture: {kinds} ({KEEP_HINT})", err=True)
+    for line in duplicate_lines(report.duplicates):
+        typer.echo(line, err=True)
     for rel, note in report.file_notes:
         typer.echo(f"note {rel}: {note}", err=True)
     for note in report.notes:
         typer.echo(f"note: {note}", err=True)
     if report.model_reason:
         typer.echo(f"model: {report.model} ({report.model_reason})", err=True)
+    if dry_run:
+        for line in dry_run_lines(report):
+            typer.echo(line)
+        return
     if report.rebuild_reason:
         typer.echo(f"full rebuild: {report.rebuild_reason}", err=True)
     if not report.published:
@@ -307,6 +356,8 @@ def _show(report: IngestReport, as_json: bool, compact: bool = False, location: 
         if report.embedded
         else "nothing to embed"
     )
+    if report.plan.from_store:
+        embedded += f", {report.plan.from_store:,} from the embedding store"
     typer.echo(
         f"{report.dataset_id}: {plural(report.documents, 'document')}, {plural(report.chunks, 'chunk')} "
         f"({report.added} added, {report.changed} changed, {report.removed} removed, {report.unchanged} unchanged); "
@@ -321,6 +372,27 @@ def _show(report: IngestReport, as_json: bool, compact: bool = False, location: 
         typer.echo(f"took {duration(report.seconds)}" + (f": {spent}" if spent else ""), err=True)
     if location:
         typer.echo(f"dataset: {report.location}")
+
+
+def refuse_shadowed(path: str, dataset_id: str | None, s: Settings) -> None:
+    """Refuse to write a dataset into Milvus under an id the datasets folder holds too: the
+    folder's is served first, so the Milvus copy would never be.
+
+    Raises:
+        IngestError: the datasets folder has a dataset of that id.
+    """
+    from mcpower.errors import IngestError
+    from mcpower.manifest import slugify
+    from mcpower.store.local import LocalCatalog
+
+    ds_id = dataset_id if dataset_id is not None else slugify(Path(path).expanduser().resolve().name)
+    catalog = LocalCatalog(s.datasets_dir)
+    if ds_id and catalog.contains(ds_id):
+        raise IngestError(
+            f"dataset {ds_id!r} is already in the datasets folder ({catalog.location(ds_id)}); a copy in Milvus "
+            f"({s.milvus_uri}) would never be served, since mcpower serves the folder's first. Give this one "
+            f"another id (--id {ds_id[:40]}-milvus), or remove that folder first to move the dataset to Milvus"
+        )
 
 
 def _exit_on_sigterm(signum: int, frame: object) -> None:

@@ -7,6 +7,7 @@ silent; a terminal gets tqdm bars with their own rate and ETA. ``--quiet`` turns
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -15,6 +16,7 @@ from typing import Any, TextIO
 # Often enough that a log shows the ingest is alive, rare enough that a 15-minute ingest of a big
 # folder writes ~90 lines, not thousands.
 PLAIN_EVERY = 10.0
+FALLBACK_SIZE = (80, 24)  # columns and lines of a terminal that reports no size
 
 _VERBS = {
     "pages": ("fetching", "fetched", "pages"),
@@ -70,7 +72,7 @@ class Progress:
         if not self.enabled:
             return
         if phase == "waiting":
-            self._say("waiting for another ingest of this dataset to finish (--wait)…")
+            self.say("waiting for another ingest of this dataset to finish (--wait)…")
             return
         now = self.clock()
         if phase not in self.started:
@@ -79,7 +81,7 @@ class Progress:
             self.started[phase] = self.last_line[phase] = now
             self.totals[phase] = total
             if not self.bars_on:  # a crawl's total grows as it finds links: it is not announced
-                self._say(
+                self.say(
                     "crawling…"
                     if phase == "pages"
                     else f"{_VERBS.get(phase, (phase,))[0]} {plural(total, _unit(phase))}…"
@@ -92,7 +94,7 @@ class Progress:
             self._end(phase)
         elif now - self.last_line[phase] >= PLAIN_EVERY:
             self.last_line[phase] = now
-            self._say(self._status(phase, done, total, now))
+            self.say(self._status(phase, done, total, now))
 
     def __exit__(self, *exc: object) -> None:
         for phase in list(self.started):
@@ -113,25 +115,40 @@ class Progress:
         if bar is not None:
             bar.close()
         elif finished and not self.bars_on:
+            # No time here: the summary's phase times are the one clock (report.phases()).
             verb = _VERBS.get(phase, (phase, phase))[1]
-            spent = duration(self.clock() - self.started[phase])
-            self._say(f"{verb} {plural(self.totals[phase], _unit(phase))} in {spent}")
+            self.say(f"{verb} {plural(self.totals[phase], _unit(phase))}")
 
     def _bar(self, phase: str, done: int, total: int) -> None:
         from tqdm import tqdm
 
         bar = self.bars.get(phase)
         if bar is None:
-            bar = self.bars[phase] = tqdm(total=total, desc=phase, unit=_unit(phase), file=self.stream, leave=True)
+            columns, lines = terminal_size(self.stream)
+            bar = self.bars[phase] = tqdm(
+                total=total, desc=phase, unit=_unit(phase), file=self.stream, leave=True, ncols=columns, nrows=lines
+            )
         if total != bar.total:  # a crawl finds more pages as it goes
             bar.total = total
         bar.update(done - bar.n)
         if done >= total and phase != "pages":
             self._end(phase)
 
-    def _say(self, line: str) -> None:
+    def say(self, line: str) -> None:
+        """A line of its own (between bars, never inside one)."""
         self.stream.write(line + "\n")
         self.stream.flush()
+
+
+def terminal_size(stream: TextIO) -> tuple[int, int]:
+    """The terminal's (columns, lines), each FALLBACK_SIZE's when it reports none. A pty whose size
+    was never set says 0 x 0; tqdm then takes it for -1 lines and draws no bar until it closes."""
+    try:
+        size = os.get_terminal_size(stream.fileno())
+        columns, lines = size.columns, size.lines
+    except (OSError, ValueError, AttributeError):
+        columns, lines = 0, 0
+    return (columns if columns > 0 else FALLBACK_SIZE[0]), (lines if lines > 0 else FALLBACK_SIZE[1])
 
 
 def _unit(phase: str) -> str:

@@ -9,9 +9,18 @@ from typing import Annotated
 import typer
 
 from mcpower.cli import preload
-from mcpower.cli.common import DatasetsDir, JsonFlag, MilvusUri, one_of, open_registry, print_json, settings
+from mcpower.cli.common import (
+    DatasetsDir,
+    JsonFlag,
+    MilvusUri,
+    no_datasets,
+    one_of,
+    open_registry,
+    print_json,
+    settings,
+)
 from mcpower.cli.progress import plural
-from mcpower.defaults import DEFAULT_PER_DOCUMENT, MAX_OFFSET, MAX_PER_DOCUMENT, MAX_TOP_K
+from mcpower.defaults import DEFAULT_PER_DOCUMENT, MAX_OFFSET, MAX_PER_DOCUMENT, MAX_TOP_K, SPREAD_HEAD
 
 
 def search(
@@ -85,7 +94,8 @@ def search(
             min=1,
             max=MAX_PER_DOCUMENT,
             metavar="N",
-            help=f"At most N results from one document [default: {DEFAULT_PER_DOCUMENT} with passages, none: no limit].",
+            help=f"At most N results from one document [default: {DEFAULT_PER_DOCUMENT} among the first {SPREAD_HEAD} "
+            "with passages, a long document's other places after them; none: no limit].",
             show_default=False,
         ),
     ] = None,
@@ -97,7 +107,7 @@ def search(
 
     A result marked "stale" comes from a file that has changed or vanished since it was indexed.
     """
-    from mcpower.errors import InvalidQueryError
+    from mcpower.errors import NO_DATASETS_YET, InvalidQueryError
 
     if every and query is not None:
         raise InvalidQueryError("with --all, give only the query: `mcpower search --all QUERY`")
@@ -131,7 +141,8 @@ def search(
         typer.echo(response.model_dump_json(indent=2))
         return
     for note in response.meta.notes:
-        typer.echo(f"note: {note}", err=True)
+        # Said with the folder looked in, as `datasets` says it: a wrong --datasets-dir is plain to see.
+        typer.echo(f"note: {no_datasets(s.datasets_dir) if note == NO_DATASETS_YET else note}", err=True)
     if not response.results:
         where = "any dataset" if target is None else target
         typer.echo(

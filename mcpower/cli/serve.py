@@ -298,7 +298,7 @@ def serve(
     from mcpower.server.stdio import run_stdio
 
     server = create_server(registry, s.tool_names, threads=s.worker_threads, audit=AuditLog(s.audit_queries))
-    start_watcher(registry, s)
+    start_watcher(registry, s, server.changes.observer())  # republished datasets: clients are told
     run_stdio(server)
 
 
@@ -311,7 +311,14 @@ def _display_uri(uri: str) -> str:
 
 def _print_config(client: str, s: Settings, http: bool) -> None:
     """The snippet ``client`` needs for the server these settings describe, every option included."""
-    from mcpower.server.clients import CLIENTS, OAUTH_CLIENTS, client_config, http_client_config
+    from mcpower.server.clients import (
+        CLIENT_TOKEN_VARIABLE,
+        CLIENTS,
+        OAUTH_CLIENTS,
+        client_config,
+        http_client_config,
+        token_note,
+    )
 
     if client not in CLIENTS:
         raise typer.BadParameter(f"{client!r} is not one of {', '.join(CLIENTS)}", param_hint="'--print-config'")
@@ -333,7 +340,9 @@ def _print_config(client: str, s: Settings, http: bool) -> None:
             err=True,
         )
     elif http and s.oauth_issuer is not None:
-        typer.echo(f"note: MCPOWER_TOKEN must hold an access token from {s.oauth_issuer} for {url}", err=True)
+        typer.echo(f"note: {CLIENT_TOKEN_VARIABLE} must hold an access token from {s.oauth_issuer} for {url}", err=True)
+    elif http and token:
+        typer.echo(token_note(client), err=True)
     if s.milvus_token and not http:
         typer.echo(
             "note: MCPOWER_MILVUS_TOKEN is a secret and is not in the snippet: add it to the client's env", err=True
@@ -389,7 +398,7 @@ def start_watcher(
     from mcpower.watch import Watcher, WatchLimits
 
     # The operator's limits: what a dataset's manifest records may narrow them, never widen them.
-    limits = WatchLimits(s.watch_follow_symlinks, int(s.max_file_mb * 1024 * 1024), s.watch_code)
+    limits = WatchLimits(s.watch_follow_symlinks, int(s.max_file_mb * 1024 * 1024), s.watch_code, s.embedding_store_mb)
     watcher = Watcher(registry, quiet=s.watch_debounce, limits=limits, on_event=on_event)
     watcher.start()
     if s.refresh > 0:  # sites and repositories: fetched again on an interval (watch/refresh.py)

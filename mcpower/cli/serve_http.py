@@ -35,6 +35,7 @@ def http_options(s: Settings) -> HttpOptions:
     """
     from mcpower.server.auth.access import check_exposure, load_token, transport_security, trusted_networks
     from mcpower.server.auth.ratelimit import RateLimits
+    from mcpower.server.auth.tokens import check_apart
     from mcpower.server.auth.verifiers import load_named_tokens
     from mcpower.server.http import HttpOptions
 
@@ -49,6 +50,9 @@ def http_options(s: Settings) -> HttpOptions:
             tokens_file,
             extra={"event": "http.named_tokens", "tokens": len(named), "expired": sum(t.expired() for t in named)},
         )
+        if token is not None:
+            source = "MCPOWER_TOKEN" if s.token_file is None else f"the token file {s.token_file}"
+            check_apart(token, named, source, tokens_file)
     if oauth is None:  # with OAuth every request needs a token
         check_exposure(s.http_host, token, tokens_file)
     transport_security(s.http_host, s.allow_hosts, s.allow_origins)  # refuses a malformed origin

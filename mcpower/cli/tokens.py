@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from mcpower.cli.common import DatasetsDir, JsonFlag, print_json, settings
+from mcpower.cli.common import DatasetsDir, JsonFlag, open_registry, print_json, settings
 
 if TYPE_CHECKING:
     from mcpower.server.auth.tokens import NamedToken
@@ -116,9 +116,45 @@ def add(
     typer.echo(
         f"token {name!r} added to {path} for {' and '.join(grants)}{until}.\n"
         "The secret above is shown only now (the file keeps its hash): give it to the client as its bearer "
-        "token (Authorization: Bearer ...). A running server accepts it from its next request.",
+        "token (Authorization: Bearer ...; the snippets of `mcpower serve --http --print-config CLIENT` read it "
+        "from MCPOWER_CLIENT_TOKEN). A running server accepts it from its next request.",
         err=True,
     )
+    for warning in _unmatched(token.datasets, datasets_dir):
+        typer.echo(f"warning: {warning}", err=True)
+
+
+# Dataset ids a warning names; the rest are counted.
+SHOWN = 20
+
+
+def _unmatched(patterns: tuple[str, ...], datasets_dir: Path | None) -> list[str]:
+    """A warning for each pattern that matches no dataset there is now (a typo: `dcos` for `docs`),
+    naming the datasets there are. The token is kept as given: a dataset of that name may come."""
+    from mcpower.errors import McpowerError
+    from mcpower.server.auth.tokens import grants
+
+    s = settings(datasets_dir=datasets_dir)
+    try:
+        registry = open_registry(s, missing_ok=True)
+        try:
+            ids = [e.id for e in registry.entries()]
+        finally:
+            registry.close()
+    except McpowerError as e:  # the datasets cannot be listed: nothing to compare with, say so
+        return [f"cannot list the datasets to check the patterns against: {e.message}"]
+    where = s.datasets_dir.expanduser().resolve()
+    if "*" in patterns:
+        return []
+    if not ids:
+        return [f"there are no datasets under {where} yet: the token reads nothing until one it names exists"]
+    there = ", ".join(ids[:SHOWN]) + (f" and {len(ids) - SHOWN} more" if len(ids) > SHOWN else "")
+    return [
+        f"--datasets {p!r} matches no dataset under {where} (there are: {there}); the token reads what it names "
+        "once such a dataset exists, nothing until then: if that is a typo, `mcpower token revoke` it and add it again"
+        for p in patterns
+        if not any(grants(p, i) for i in ids)
+    ]
 
 
 @app.command("list")

@@ -60,7 +60,9 @@ def watch_dataset(
         registry,
         only=[dataset_id],
         trusted={dataset_id: str(folder.expanduser().resolve())},
-        limits=WatchLimits.of_ingest(options.include, options.code, options.follow_symlinks, options.max_file_bytes),
+        limits=WatchLimits.of_ingest(
+            options.include, options.code, options.follow_symlinks, options.max_file_bytes, options.embedding_store_mb
+        ),
         quiet=s.watch_debounce,
         embedder_factory=lambda info: embedder,
         on_event=on_event,

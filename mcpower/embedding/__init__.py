@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import copy
 import logging
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -87,6 +87,13 @@ class Embedder(Protocol):
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Number of model tokens (without special tokens or the prompt) of each text."""
+        ...
+
+    @property
+    def token_counter(self) -> Callable[[Sequence[str]], list[int]]:
+        """``count_tokens`` as an object that pickles (a module's function, or a small object such as
+        ``base.TokenizerCounter``): the reader process chunks big and risky files with it
+        (chunking/worker.py)."""
         ...
 
     def embed_documents(self, texts: Sequence[str], progress: ProgressFn | None = None) -> NDArray[np.float32]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -86,6 +86,10 @@ class CachedQueries:
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         return self._inner().count_tokens(texts)
+
+    @property
+    def token_counter(self) -> Callable[[Sequence[str]], list[int]]:
+        return self.inner.token_counter  # counts leave the prompt out: the same in every view
 
     def embed_documents(self, texts: Sequence[str], progress: ProgressFn | None = None) -> NDArray[np.float32]:
         return self._inner().embed_documents(texts, progress)

@@ -1,6 +1,9 @@
 """The MCP server: one app over the core, and one module per transport.
 
-    app.py       create_server(): the tools, resources and error envelope, for every transport
+    app.py       create_server(): the MCP server and its error envelope, for every transport
+    tools.py     the four tools: names, descriptions, argument schemas
+    documents.py the documents as resources (mcpower://dataset/path): listed, read, completed
+    changes.py   telling connected clients a dataset was republished (resources/list_changed)
     stdio.py     serving over stdin/stdout (started by MCP clients)
     http.py      serving Streamable HTTP at /mcp (one process, many clients), with /healthz
     auth/        who is calling, what they may read, how fast: the boundary every HTTP request

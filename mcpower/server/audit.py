@@ -14,7 +14,11 @@ it is logged: the arguments are the client's, read here before the tool's own ch
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import logging
+import os
+import stat
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from mcpower.defaults import is_valid_id
+from mcpower.errors import McpowerError
 from mcpower.server.auth.callers import allowed, current_caller
 
 logger = logging.getLogger("mcpower.audit")
@@ -177,15 +182,79 @@ def _count(result: Any) -> int | None:
 
 
 def log_to_file(path: Path) -> None:
-    """Also write the audit lines, as JSON, to ``path`` (appended; created readable by this user only).
+    """Also write the audit lines, as JSON, to ``path``: appended, through a descriptor opened once.
+
+    Opened as the tokens file is treated: never through a symbolic link (``O_NOFOLLOW``: a link
+    planted at the path made the lines append to its target), created readable and writable by
+    this user only; an existing file must be a regular file of this user's (or root's) that no one
+    else can write, since anyone who can could forge or erase the lines. One others can read is
+    used, with a warning: the lines say who asked what. POSIX only (elsewhere the file is opened
+    as it is).
 
     Raises:
-        OSError: the file cannot be opened.
+        McpowerError: a symbolic link, not a regular file, another user's, or writable by others.
+        OSError: the file cannot be opened for appending.
     """
     from mcpower.server.logging import JsonFormatter
 
     expanded = path.expanduser()
-    expanded.touch(mode=0o600, exist_ok=True)
-    handler = logging.FileHandler(expanded, encoding="utf-8")
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
+    # O_NONBLOCK: a FIFO at the path is refused below, not waited on.
+    flags |= getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(expanded, flags, 0o600)
+    except OSError as e:
+        if e.errno == errno.ELOOP and expanded.is_symlink():
+            raise McpowerError(
+                f"the audit log {path} is a symbolic link; mcpower does not write through one (it could point "
+                "the lines anywhere): give the path of the file itself"
+            ) from None
+        if e.errno == errno.ENXIO:  # a FIFO no one reads, a socket
+            raise McpowerError(f"the audit log {path} is not a regular file; give the path of a file") from None
+        raise
+    try:
+        _check_audit_file(path, os.fstat(fd))
+        os.set_blocking(fd, True)
+        stream = os.fdopen(fd, "a", encoding="utf-8")
+    except BaseException:
+        os.close(fd)
+        raise
+    handler = _FileHandler(stream)
     handler.setFormatter(JsonFormatter())
     logger.addHandler(handler)
+
+
+class _FileHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """A stream handler that owns its stream (the file opened above): closing it closes the file."""
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.stream.close()
+        super().close()
+
+
+def _check_audit_file(path: Path, st: os.stat_result) -> None:
+    """Raises McpowerError: ``st`` (the opened file's) is no regular file, or others can change it."""
+    if os.name != "posix":
+        return
+    if not stat.S_ISREG(st.st_mode):
+        raise McpowerError(f"the audit log {path} is not a regular file; give the path of a file")
+    mode = st.st_mode & 0o777
+    if st.st_uid not in (os.getuid(), 0):
+        raise McpowerError(
+            f"the audit log {path} belongs to another user, who could change or erase its lines; "
+            "give a file of your own (a new path is created readable by you only)"
+        )
+    if mode & 0o022:
+        raise McpowerError(
+            f"the audit log {path} can be changed by other users (mode {mode:04o}): they could forge or erase "
+            f"its lines; make it yours alone with: chmod 600 {path}"
+        )
+    if mode & 0o044:
+        logger.warning(
+            "the audit log %s can be read by other users (mode %04o): its lines say who asked what; chmod 600 %s",
+            path,
+            mode,
+            path,
+            extra={"event": "server.audit_log_readable"},
+        )

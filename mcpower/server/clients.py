@@ -61,14 +61,29 @@ def client_config(client: str, launch: Launch) -> str:
     return json.dumps({"mcpServers": {"mcpower": server}}, indent=2)
 
 
-# What a client sends as the token: a placeholder its config resolves, never the token itself.
+# What a client sends as the token: a placeholder its config resolves, never the token itself. The
+# variable is the client's own, never MCPOWER_TOKEN: that one is the *server's* token for every
+# dataset, and a caller's secret exported under that name in the shell that then starts `serve
+# --http` would have become one (issue 28, item 4; the server also refuses to start that way).
+CLIENT_TOKEN_VARIABLE = "MCPOWER_CLIENT_TOKEN"
 VSCODE_TOKEN_INPUT = "mcpower-token"
 TOKEN_PLACEHOLDERS = {
-    "claude-code": "$MCPOWER_TOKEN",  # expanded by the shell when the command runs
+    "claude-code": f"${CLIENT_TOKEN_VARIABLE}",  # expanded by the shell when the command runs
     "vscode": f"${{input:{VSCODE_TOKEN_INPUT}}}",  # VS Code asks once and keeps it in its secret storage
-    "cursor": "${env:MCPOWER_TOKEN}",  # read from Cursor's environment
-    "inspector": "$MCPOWER_TOKEN",  # expanded by the shell when the command runs
+    "cursor": f"${{env:{CLIENT_TOKEN_VARIABLE}}}",  # read from Cursor's environment
+    "inspector": f"${CLIENT_TOKEN_VARIABLE}",  # expanded by the shell when the command runs
 }
+
+
+def token_note(client: str) -> str:
+    """Where ``client``'s snippet takes the token from, said beside it."""
+    if client == "vscode":
+        return "note: VS Code asks for the token (the mcpower-token input) once and keeps it in its secret storage"
+    where = "in Cursor's environment" if client == "cursor" else "in the shell that runs the line"
+    return (
+        f"note: the token comes from {CLIENT_TOKEN_VARIABLE} {where} (export {CLIENT_TOKEN_VARIABLE}=<the "
+        "secret>); not MCPOWER_TOKEN, the server's own token for every dataset"
+    )
 
 
 # Clients that do the MCP authorization flow themselves (find the issuer from the server's 401, sign
@@ -108,7 +123,7 @@ def http_client_config(
         )
     url = url or http_url(host, port, allow_hosts)
     header = f"Bearer {TOKEN_PLACEHOLDERS[client]}"
-    if client in ("claude-code", "inspector"):  # a shell command; "$MCPOWER_TOKEN" is expanded by the shell
+    if client in ("claude-code", "inspector"):  # a shell command; the placeholder is expanded by the shell
         inspector = (INSPECTOR_WITH_HEADER if token else INSPECTOR).split()
         words = (
             ["claude", "mcp", "add", "--transport", "http", "mcpower", url]

@@ -393,7 +393,7 @@ def run_http(
 ) -> None:
     """Serve over Streamable HTTP until SIGTERM or SIGINT; then drain and exit 0. ``on_listening``
     is called once the address is bound, before the first request is served, with what counts
-    re-indexes in the metrics (a watcher's ``on_event``; None without metrics).
+    re-indexes (a watcher's ``on_event``: clients are told, and the metrics count it, if any).
 
     Raises:
         McpowerError: before serving, when the address or the access settings cannot be used.
@@ -408,7 +408,7 @@ def run_http(
         sock.close()
         raise
     if on_listening is not None:
-        on_listening(metrics.watch_event if metrics is not None else None)
+        on_listening(server.changes.observer(metrics.watch_event if metrics is not None else None))
     try:
         http_server(app, options).run(sockets=[sock])
     finally:

@@ -1,12 +1,56 @@
-"""Server logging: everything to stderr (stdout is the protocol under stdio), as JSON lines or text."""
+"""Server logging: everything to stderr (stdout is the protocol under stdio), as JSON lines or text.
+
+Log values come from outside (a JWT's header, a client's arguments, a document's path), and a log
+is read in a terminal: a control character written raw can move the cursor, rewrite the screen or
+the window's title (``ESC ] 0 ;``), and a newline can forge a record. So every control character
+(C0, DEL, C1), every direction-changing and invisible character (bidi embeddings, overrides,
+isolates and marks; zero-width characters; line and paragraph separators) is written as an escape:
+``\x1b``, ``\u202e`` in text logs, JSON's ``\u001b`` in JSON lines (JSON escapes C0 by itself, not
+DEL, C1 or the rest). A traceback keeps its line breaks, each of its lines indented, so none of
+them can pass for a record.
+"""
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 import time
 from typing import Any
+
+# C0 and C1 controls and DEL; then the characters that change direction or hide (as web/text.py
+# marks them on the pages), the line and paragraph separators, and Unicode's invisible tags.
+_UNSAFE = re.compile(
+    "[\u0000-\u001f\u007f-\u009f\u00ad\u061c\u115f\u1160\u180e\u200b-\u200f\u2028-\u202e"
+    "\u2060-\u2064\u2066-\u206f\u3164\ufe00-\ufe0f\ufeff\ufff9-\ufffb\U000e0000-\U000e007f]"
+)
+# What a traceback's lines are indented by in text logs.
+_TRACE_INDENT = "    "
+
+
+_SHORT = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
+
+
+def _as_text_escape(m: re.Match[str]) -> str:
+    char = m.group(0)
+    if char in _SHORT:
+        return _SHORT[char]
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def _as_json_escape(m: re.Match[str]) -> str:
+    code = ord(m.group(0))
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    code -= 0x10000  # JSON writes a character past the BMP as its UTF-16 surrogate pair
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+
+
+def escape_text(text: str) -> str:
+    """``text`` with every unsafe character (the module's docstring) written as a Python-style escape."""
+    return _UNSAFE.sub(_as_text_escape, text)
 
 
 class JsonFormatter(logging.Formatter):
@@ -25,26 +69,35 @@ class JsonFormatter(logging.Formatter):
         data["message"] = record.getMessage()
         if record.exc_info:
             data["exception"] = self.formatException(record.exc_info)
-        return json.dumps(data, ensure_ascii=False, default=str)
+        if record.stack_info:
+            data["stack"] = self.formatStack(record.stack_info)
+        # Inside JSON strings only (keys and values), so the escapes are JSON's and the line still parses.
+        return _UNSAFE.sub(_as_json_escape, json.dumps(data, ensure_ascii=False, default=str))
 
 
 class TextFormatter(logging.Formatter):
-    """One line per record for people: time, level, logger, message, then every detail as key=value."""
-
-    def __init__(self) -> None:
-        super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    """One line per record for people: time, level, logger, message, then every detail as key=value;
+    every unsafe character escaped (the module's docstring); a traceback on the lines after, indented."""
 
     def format(self, record: logging.LogRecord) -> str:
-        line = super().format(record)
+        head = f"{self.formatTime(record)} {record.levelname} {record.name}: {record.getMessage()}"
         details = {k: v for k, v in record.__dict__.items() if k not in JsonFormatter._STD and k != "event"}
-        return " ".join([line, *(f"{k}={_text(v)}" for k, v in details.items())])
+        line = escape_text(" ".join([head, *(f"{k}={_text(v)}" for k, v in details.items())]))
+        trace = [self.formatException(record.exc_info)] if record.exc_info else []
+        if record.stack_info:
+            trace.append(self.formatStack(record.stack_info))
+        for block in trace:
+            line += "".join(f"\n{_TRACE_INDENT}{escape_text(part)}" for part in block.rstrip("\n").split("\n"))
+        return line
 
 
 def _text(value: object) -> str:
     if isinstance(value, list | tuple):
         return "[" + ",".join(_text(v) for v in value) + "]"
     text = str(value)
-    return json.dumps(text, ensure_ascii=False) if not text or any(c.isspace() or c in '"=' for c in text) else text
+    if text and not any(c.isspace() or c in '"=' for c in text):
+        return text
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'  # its controls are escaped with the line
 
 
 class TerminalNotes(logging.Filter):

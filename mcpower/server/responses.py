@@ -213,6 +213,8 @@ class MetadataOutput(MetadataResponse):
 class DatasetList(BaseModel):
     model_config = _OUTPUT
     datasets: list[DatasetSummary]
+    # With no dataset to list: why, and what to do (none exists yet; or the caller's token grants none).
+    note: str | None = None
 
 
 def error_result(code: str, message: str) -> CallToolResult:

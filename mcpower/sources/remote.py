@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from mcpower import embedding
 from mcpower.errors import IngestError
-from mcpower.ingestion import IngestOptions, IngestReport, ProgressCallback, ingest
+from mcpower.ingestion import IngestOptions, IngestPlan, IngestReport, ProgressCallback, ingest
 from mcpower.manifest import Origin, is_valid_id, now_utc, slugify
 from mcpower.sources import kind_of
 from mcpower.sources.crawl import CrawlOptions, CrawlReport, run_crawl
@@ -50,8 +51,10 @@ def ingest_source(
     *,
     embedder: embedding.Embedder | None = None,
     progress: ProgressCallback | None = None,
+    announce: Callable[[IngestPlan], None] | None = None,
 ) -> IngestReport:
-    """Fetch the site or repository ``spec`` and ingest it as a dataset of ``target``.
+    """Fetch the site or repository ``spec`` and ingest it as a dataset of ``target`` (``announce``
+    as for :func:`mcpower.ingestion.ingest`).
 
     Raises:
         IngestError: a bad address, robots.txt unavailable, nothing fetched, git failed, and
@@ -67,8 +70,8 @@ def ingest_source(
             scope = Scope.of(spec)
         except URLError as e:
             raise IngestError(f"{spec[:200]}: {e}") from None
-        return _ingest_site(scope, target, catalog, options, fetch, cache_dir, embedder, progress)
-    return _ingest_repository(spec, target, catalog, options, fetch, cache_dir, embedder, progress)
+        return _ingest_site(scope, target, catalog, options, fetch, cache_dir, embedder, progress, announce)
+    return _ingest_repository(spec, target, catalog, options, fetch, cache_dir, embedder, progress, announce)
 
 
 def _ingest_site(
@@ -80,6 +83,7 @@ def _ingest_site(
     cache_dir: Path,
     embedder: embedding.Embedder | None,
     progress: ProgressCallback | None,
+    announce: Callable[[IngestPlan], None] | None = None,
 ) -> IngestReport:
     parts = urlsplit(scope.root)
     label = parts.netloc + scope.prefix.rstrip("/")
@@ -102,7 +106,7 @@ def _ingest_site(
             follow_symlinks=False,
             origin=Origin(kind="web", url=scope.root, fetched_at=now_utc()),
         )
-        report = ingest(folder / "pages", target, opts, embedder=embedder, progress=progress)
+        report = ingest(folder / "pages", target, opts, embedder=embedder, progress=progress, announce=announce)
     report.fetch = crawled
     return report
 
@@ -116,6 +120,7 @@ def _ingest_repository(
     cache_dir: Path,
     embedder: embedding.Embedder | None,
     progress: ProgressCallback | None,
+    announce: Callable[[IngestPlan], None] | None = None,
 ) -> IngestReport:
     name = re.split(r"[/:]", spec.rstrip("/"))[-1].removesuffix(".git") or "repository"
     ds_id = _dataset_id(options, [name])
@@ -146,7 +151,7 @@ def _ingest_repository(
                 fetched_at=now_utc(),
             ),
         )
-        report = ingest(root, target, opts, embedder=embedder, progress=progress)
+        report = ingest(root, target, opts, embedder=embedder, progress=progress, announce=announce)
     report.fetch = fetched
     return report
 

@@ -15,6 +15,7 @@ that command's options). A record can narrow what is read, never widen it:
                       naming folders only ('*.py/') unless the operator allows code
     exclude           the record's globs: they only leave files out
     keep_site_files   the record's: a built site's furniture lies in the dataset's own folder
+    keep_duplicates   the record's: duplicates lie in the dataset's own folder too
 
 The record itself is kept as it is (a re-ingest writes it back unchanged), so a watcher with wider
 limits, or the owner's own ``mcpower ingest``, builds the dataset as recorded again.
@@ -25,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from mcpower.defaults import DEFAULT_EMBEDDING_STORE_MB
 from mcpower.discover import DEFAULT_MAX_FILE_BYTES, code_types_named
 from mcpower.manifest import SourceInfo
 
@@ -37,11 +39,20 @@ class WatchLimits:
     follow_symlinks: bool = False
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
     code: bool = False
+    embedding_store_mb: float = DEFAULT_EMBEDDING_STORE_MB  # the operator's, not the record's: a cache of theirs
 
     @classmethod
-    def of_ingest(cls, include: Sequence[str], code: bool, follow_symlinks: bool, max_file_bytes: int) -> WatchLimits:
+    def of_ingest(
+        cls,
+        include: Sequence[str],
+        code: bool,
+        follow_symlinks: bool,
+        max_file_bytes: int,
+        embedding_store_mb: float = DEFAULT_EMBEDDING_STORE_MB,
+    ) -> WatchLimits:
         """The limits of an ingest the user ran: what it read, nothing more."""
-        return cls(follow_symlinks, max_file_bytes, code or any(code_types_named(g) for g in include))
+        code = code or any(code_types_named(g) for g in include)
+        return cls(follow_symlinks, max_file_bytes, code, embedding_store_mb)
 
 
 @dataclass(frozen=True)
@@ -54,6 +65,7 @@ class Selection:
     max_file_bytes: int
     code: bool
     keep_site_files: bool = False
+    keep_duplicates: bool = False
 
 
 def within(src: SourceInfo, limits: WatchLimits) -> Selection:
@@ -66,6 +78,7 @@ def within(src: SourceInfo, limits: WatchLimits) -> Selection:
         max_file_bytes=min(src.max_file_bytes, limits.max_file_bytes),
         code=src.code and limits.code,
         keep_site_files=src.keep_site_files,
+        keep_duplicates=src.keep_duplicates,
     )
 
 

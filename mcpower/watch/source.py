@@ -14,6 +14,7 @@ from typing import Any
 
 from mcpower.chunking import CODE_TYPES, SUPPORTED_TYPES
 from mcpower.discover import discover
+from mcpower.duplicates import same_files
 from mcpower.ingestion import IngestOptions
 from mcpower.manifest import MANIFEST_NAME, MAX_MANIFEST_BYTES, DatasetInfo, SourceInfo
 from mcpower.registry import Registry
@@ -42,9 +43,10 @@ def relevant(rel: str, path: str) -> bool:
     return suffix in SUPPORTED_TYPES or suffix in CODE_TYPES or not os.path.isfile(path)
 
 
-def ingest_options(info: DatasetInfo, limits: WatchLimits) -> IngestOptions:
+def ingest_options(info: DatasetInfo, limits: WatchLimits, cache_dir: Path | None = None) -> IngestOptions:
     """Ingest it again the way it was ingested (the manifest says how), within ``limits``; the
-    manifest's record is kept as it is (watch/limits.py)."""
+    manifest's record is kept as it is (watch/limits.py). New vectors go through the embedding
+    store under ``cache_dir``, as the command's do, so a re-ingest cut short resumes."""
     assert info.source is not None
     sel = within(info.source, limits)
     return IngestOptions(
@@ -59,9 +61,12 @@ def ingest_options(info: DatasetInfo, limits: WatchLimits) -> IngestOptions:
         exclude=sel.exclude,
         code=sel.code,
         keep_site_files=sel.keep_site_files,
+        keep_duplicates=sel.keep_duplicates,
         follow_symlinks=sel.follow_symlinks,
         max_file_bytes=sel.max_file_bytes,
         default_top_k=info.default_top_k,
+        cache_dir=cache_dir,
+        embedding_store_mb=limits.embedding_store_mb,
         skip_unchanged=True,
         source_record=info.source,
     )
@@ -112,6 +117,7 @@ def unchanged(
         code=sel.code,
         keep_site_files=sel.keep_site_files,
     )
+    files, _ = same_files(files)  # a file reached twice is one document (mcpower/duplicates.py)
     now = {f.rel: (f.size, f.mtime) for f in files}
     return now == {d.path: (d.size, d.mtime) for d in store.documents()}
 

@@ -329,7 +329,7 @@ class Watcher:
             report = ingest(
                 Path(w.root),
                 ingest_target(w.catalog),
-                ingest_options(w.info, self.limits),
+                ingest_options(w.info, self.limits, self.registry.cache_dir),
                 embedder=self._factory(w.info),
             )
         except DatasetLockedError:

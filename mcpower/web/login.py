@@ -150,14 +150,16 @@ def login_routes(
     """The handlers of /login (GET: the form, POST: check the token, open a session) and /logout."""
 
     def form_again(request: Request, target: str, error: str, status: int) -> Response:
-        return page(request, "login.html", {"next": target, "error": error, "signed_in": None}, status=status)
+        return page(
+            request, "login.html", {"next": target, "error": error, "signed_in": None}, status=status, bare=True
+        )
 
     async def login_form(request: Request) -> Response:
         target = local_target(request.query_params.get("next"))
         if verifier is None:
             return secure(RedirectResponse(target, status_code=303))
         data = {"next": target, "error": None, "signed_in": caller_name(request)}
-        return page(request, "login.html", data)
+        return page(request, "login.html", data, bare=data["signed_in"] is None)  # no links that lead back here
 
     async def login(request: Request) -> Response:
         if not same_origin(request):

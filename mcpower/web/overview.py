@@ -11,6 +11,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from mcpower.errors import NO_DATASETS_YET
 from mcpower.lookups import utc_now_iso
 from mcpower.manifest import Origin
 from mcpower.registry import Registry
@@ -171,5 +172,8 @@ def dataset_rows(registry: Registry, entries: list[DatasetEntry], redactor: Reda
             "indexing": sum(r.get("watch_state") == "indexing" for r in rows),
         },
         "unreadable": [redactor.message(u) for u in registry.unreadable()],
+        # Said when nothing is listed and it is not that none exists yet (the page says that itself):
+        # the caller's token grants none.
+        "none_here": None if rows or registry.none_here() == NO_DATASETS_YET else registry.none_here(),
         "generated_at": utc_now_iso(),
     }

@@ -25,7 +25,7 @@ from mcpower.server.app import KnowledgeServer
 from mcpower.server.auth import callers
 from mcpower.web.overview import Sizes, dataset_rows
 from mcpower.web.reading import WINDOW_LINES, document_window
-from mcpower.web.render import error_page, page
+from mcpower.web.render import error_page, page, signed_in
 
 # The search form's fields: URL parameter -> knowledge_search argument.
 SEARCH_FIELDS = {
@@ -69,8 +69,7 @@ class Pages:
 
     def caller_name(self, request: Request) -> str | None:
         """The signed-in caller's name, shown in the header (None: no token needed here)."""
-        user = request.scope.get("user")
-        return callers.caller_from_scope(request.scope).name if getattr(user, "is_authenticated", False) else None
+        return signed_in(request)
 
     async def _run(self, fn: Any) -> Any:
         with anyio.fail_after(self.call_timeout):
@@ -191,5 +190,6 @@ def _languages(registry: Registry) -> dict[str, list[str] | None]:
         if info is None or e.error is not None:
             continue
         analysed = info.analysis is not None and info.analysis.scheme is not None
-        out[e.id] = list(query_languages(info.counts.languages)) if analysed else None
+        undetermined = info.analysis.undetermined if info.analysis is not None else None
+        out[e.id] = list(query_languages(info.counts.languages, undetermined)) if analysed else None
     return out

@@ -19,7 +19,8 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcpower import __version__
-from mcpower.web.text import highlight, plain, visible
+from mcpower.server.auth import callers
+from mcpower.web.text import excerpt, highlight, plain, readable, visible, web_url
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +61,9 @@ def _environment() -> Environment:
     env.filters["visible"] = visible
     env.filters["highlight"] = highlight
     env.filters["plain"] = plain
+    env.filters["readable"] = readable
+    env.filters["excerpt"] = excerpt
+    env.filters["web_url"] = web_url
     env.filters["number"] = lambda n: "" if n is None else f"{n:,}"
     env.filters["size"] = human_size
     env.filters["when"] = when
@@ -125,11 +129,21 @@ def page(request: Request, template: str, data: dict[str, Any], status: int = 20
     if wants_json(request):
         return secure(JSONResponse(data, status_code=status))
     json_url = request.url.include_query_params(format="json")
-    extra.setdefault("caller", None)
+    if extra.get("caller") is None:  # every page, an error's too, keeps the signed-in header
+        extra["caller"] = signed_in(request)
     html = ENV.get_template(template).render(
         data=data, request_path=request.url.path, json_url=f"{json_url.path}?{json_url.query}", **extra
     )
     return secure(HTMLResponse(html, status_code=status))
+
+
+def signed_in(request: Request) -> str | None:
+    """Who the header says is signed in, as the operator knows them: a named token's name, an OAuth
+    subject, and ``operator`` for the all-datasets MCPOWER_TOKEN; None when no token is needed."""
+    if not getattr(request.scope.get("user"), "is_authenticated", False):
+        return None
+    name = callers.caller_from_scope(request.scope).name
+    return "operator" if name == callers.OPERATOR else name
 
 
 def error_page(request: Request, status: int, code: str, message: str, caller: Any = None) -> Response:

@@ -15,6 +15,7 @@ import re
 from markupsafe import Markup, escape
 
 from mcpower.analysis import marks
+from mcpower.ranking import best_snippet
 from mcpower.terms import query_terms
 
 # Bidirectional embeddings, overrides, isolates and marks; zero-width and other invisible format
@@ -97,6 +98,58 @@ def highlight(text: object, query: str, languages: list[str] | None = None) -> M
             out.append(f"<mark>{piece}</mark>" if marked[start] else str(piece))
             start = end
     return Markup("".join(out))
+
+
+# Markdown as it reaches a result: fences, heading marks and attribute blocks, emphasis, links,
+# table rules and pipes, and inline HTML tags. Taken out for reading; the words stay.
+_FENCE = re.compile(r"^[ \t]*(?:`{3,}|~{3,}).*$\n?", re.M)
+_HEADING = re.compile(r"^[ \t]{0,3}#{1,6}[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$", re.M)
+_ATTRIBUTES = re.compile(r"[ \t]*\{[ \t]*[#.][^}\n]*\}[ \t]*$", re.M)
+_TABLE_RULE = re.compile(r"^[ \t]*\|?[ \t]*:?-{3,}:?[ \t]*(?:\|[ \t]*:?-{3,}:?[ \t]*)*\|?[ \t]*$\n?", re.M)
+_IMAGE_OR_LINK = re.compile(r"!?\[([^\]\n]*)\]\([^)\n]*\)")
+_EMPHASIS = re.compile(r"(\*\*|__|`)(?=\S)(.+?)(?<=\S)\1")
+_ITALIC = re.compile(r"(?<![\w*])\*(?=[^\s*])([^*\n]+?)(?<=\S)\*(?![\w*])")  # *word*, not 2*3*4
+# Lines of site-generator syntax, not prose: pymdownx blocks (`/// tip`, `///`), MkDocs snippet
+# includes (`{* ../src/app.py hl[3] *}`, `--8<-- "file"`).
+_DIRECTIVE = re.compile(r"^[ \t]*(?:/{3}.*|\{\*.*\*\}|-{2}8<-{2}.*)[ \t]*$\n?", re.M)
+_TAG = re.compile(r"</?[A-Za-z][^>\n]*>")
+_BLANKS = re.compile(r"\n{3,}")
+
+
+def readable(text: object) -> str:
+    """Markdown ``text`` as words to read: no fences, ``#`` marks, ``{ #id }`` attribute blocks,
+    ``**``, backticks, link targets, table rules or HTML tags; a table's cells separated by `` · ``.
+    Plain text (escaped later by :func:`visible`), so no markup from a document reaches a page."""
+    raw = "" if text is None else str(text)
+    raw = _ATTRIBUTES.sub("", raw)
+    raw = _FENCE.sub("", raw)
+    raw = _DIRECTIVE.sub("", raw)
+    raw = _HEADING.sub(r"\1", raw)
+    raw = _TABLE_RULE.sub("", raw)
+    raw = "\n".join(_cells(line) if line.lstrip().startswith("|") else line for line in raw.split("\n"))
+    raw = _IMAGE_OR_LINK.sub(r"\1", raw)
+    raw = _EMPHASIS.sub(r"\2", raw)
+    raw = _ITALIC.sub(r"\1", raw)
+    raw = _TAG.sub("", raw)
+    return _BLANKS.sub("\n\n", raw).strip()
+
+
+def _cells(line: str) -> str:
+    return " · ".join(cell.strip() for cell in line.strip().strip("|").split("|") if cell.strip())
+
+
+def excerpt(text: object, query: str, chars: int = 320) -> str:
+    """The part of :func:`readable` ``text`` (at most ``chars``) holding most of the query's words."""
+    return best_snippet(readable(text), query_terms(query), chars)
+
+
+def web_url(url: object) -> str | None:
+    """``url`` if it is an http(s) address a page may link to (a result's ``url``), else None: a
+    ``javascript:`` or ``data:`` address from a crawled page is never made a link."""
+    text = "" if url is None else str(url)
+    if len(text) > 2048 or _HIDDEN.search(text) or any(c.isspace() for c in text):
+        return None
+    return text if re.match(r"https?://[^/?#\s]", text, re.I) else None
 
 
 def _term_pattern(term: str) -> str:

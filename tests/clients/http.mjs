@@ -1,7 +1,7 @@
 // Connects to an MCP server over Streamable HTTP with the official TypeScript SDK, lists its tools,
 // searches, and prints one JSON summary on stdout; then tries a wrong token and reports the error.
 //
-//   MCPOWER_TOKEN=... node http.mjs URL        e.g. node http.mjs http://127.0.0.1:8765/mcp
+//   MCPOWER_CLIENT_TOKEN=... node http.mjs URL       e.g. node http.mjs http://127.0.0.1:8765/mcp
 //   MCPOWER_TEST_QUERY="..." (default: "harpsichord feature")
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
@@ -12,7 +12,7 @@ if (!url) {
   process.exit(2);
 }
 const query = process.env.MCPOWER_TEST_QUERY ?? "harpsichord feature";
-const token = process.env.MCPOWER_TOKEN;
+const token = process.env.MCPOWER_CLIENT_TOKEN;
 
 // Never hang a test run.
 setTimeout(() => {

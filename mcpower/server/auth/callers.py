@@ -27,7 +27,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from fnmatch import fnmatchcase
 from functools import partial
 from typing import Any
 
@@ -37,6 +36,7 @@ from mcp.server.auth.provider import AccessToken
 
 from mcpower.registry import Registry
 from mcpower.server.auth.scoped import ScopedRegistry
+from mcpower.server.auth.tokens import grants
 
 READ_SCOPE = "mcpower:read"
 METRICS_SCOPE = "mcpower:metrics"
@@ -102,7 +102,7 @@ def allowed(caller: Caller, dataset_id: str) -> bool:
     """Whether ``caller`` may read the dataset ``dataset_id``: the one decision."""
     if caller.patterns is None:
         return True
-    return any(fnmatchcase(dataset_id, p) for p in caller.patterns)
+    return any(grants(p, dataset_id) for p in caller.patterns)
 
 
 def visible(registry: Registry, caller: Caller) -> Registry:
@@ -110,4 +110,4 @@ def visible(registry: Registry, caller: Caller) -> Registry:
     ``/healthz``) searches and lists through: the others answer as unknown ids do (scoped.py)."""
     if caller.patterns is None:
         return registry
-    return ScopedRegistry(registry, partial(allowed, caller))
+    return ScopedRegistry(registry, partial(allowed, caller), caller.patterns)

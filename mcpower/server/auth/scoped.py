@@ -13,7 +13,7 @@ the caller may not read. Searches of every dataset cover the view's datasets onl
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from mcpower.errors import DatasetNotFoundError
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from mcpower.embedding import Embedder
 
 T = TypeVar("T")
+MAX_NAMED = 8  # patterns of a token named in what a caller that sees no dataset is told
 
 
 class ScopedRegistry(Registry):
@@ -35,13 +36,28 @@ class ScopedRegistry(Registry):
     view does not have). Cheap to make: one per request.
     """
 
-    def __init__(self, registry: Registry, permits: Callable[[str], bool]) -> None:  # no super(): shares state
+    def __init__(
+        self, registry: Registry, permits: Callable[[str], bool], granted: Sequence[str] = ()
+    ) -> None:  # no super(): shares state
         self._base = registry
         self._permits = permits
+        self._granted = tuple(granted)  # what the caller's token names, said when it shows nothing
         self.root = registry.root  # for redacting paths in messages; never read for datasets
         # No catalogs: a catalog reaches every dataset it holds, the hidden ones too.
         self.catalogs = []
         self.freshness = registry.freshness
+
+    def none_here(self) -> str:
+        """To a caller that sees no dataset: its token grants none here (whether or not the server
+        has others, which this does not say), and what the token names, where a typo shows."""
+        names = ", ".join(repr(p[:64]) for p in self._granted[:MAX_NAMED])
+        if len(self._granted) > MAX_NAMED:
+            names += f" and {len(self._granted) - MAX_NAMED} more"
+        named = f" (it names {names})" if names else ""
+        return (
+            f"this token grants no dataset on this server{named}: ask whoever runs the server for a token "
+            "that names the datasets you need (`mcpower token add NAME --datasets ID`)"
+        )
 
     def permits(self, dataset_id: str) -> bool:
         """Whether the view shows the dataset ``dataset_id``."""

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import hmac
 import json
 import logging
 import os
@@ -32,6 +33,7 @@ import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +121,12 @@ def check_patterns(patterns: Iterable[str], metrics: bool = False) -> tuple[str,
     return out
 
 
+def grants(pattern: str, dataset_id: str) -> bool:
+    """Whether a token's dataset ``pattern`` covers ``dataset_id`` (``fnmatch``, case-sensitive): the
+    rule callers.allowed applies to every request."""
+    return fnmatchcase(dataset_id, pattern)
+
+
 def parse_expiry(text: str, now: datetime | None = None) -> datetime:
     """``30d``, ``12h``, ``90m``, ``2w`` from now; or a date (its start, UTC) or an ISO date and time.
 
@@ -168,6 +176,31 @@ def check_access(path: Path) -> None:
             path,
             extra={"event": "http.tokens_file_readable"},
         )
+
+
+def check_apart(single: str, tokens: Sequence[NamedToken], source: str, path: Path) -> None:
+    """Refuse a server whose single all-datasets token (``source``: MCPOWER_TOKEN or a token file)
+    is the secret of one of the named ``tokens`` (from ``path``): the trap of exporting a caller's
+    secret as MCPOWER_TOKEN for a client, then starting `serve --http` in the same shell — that
+    caller's secret would have read every dataset. Refused rather than warned about: no server needs
+    it, and a warning in a service's log is easily missed while the secret reads everything.
+
+    Raises:
+        McpowerError: ``single`` is one of the tokens' secrets.
+    """
+    mine = digest(single)
+    for t in tokens:
+        if hmac.compare_digest(t.sha256, mine):
+            fix = (
+                "unset it in this shell (`unset MCPOWER_TOKEN`; clients read their token from MCPOWER_CLIENT_TOKEN) "
+                "or give the server a secret of its own"
+                if source == "MCPOWER_TOKEN"
+                else "give the server a secret of its own there"
+            )
+            raise McpowerError(
+                f"{source} holds the secret of the named token {t.name!r} in {path}: as the server's own token it "
+                f"would read every dataset, not only {', '.join(t.datasets)}; {fix}"
+            )
 
 
 def read_tokens(path: Path) -> list[NamedToken]:

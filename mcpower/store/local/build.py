@@ -7,12 +7,13 @@ import math
 import sqlite3
 from collections.abc import Iterable
 from contextlib import closing
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mcpower.analysis.analyzers import index_terms
+from mcpower.analysis.analyzers import analysis_language, index_terms
 from mcpower.layout import fsync_path
 from mcpower.store import ChunkRow, DocumentRow
 from mcpower.store.local.fts import segment
@@ -36,23 +37,36 @@ SQ_TRAIN_SAMPLE = 65_536
 ADD_BLOCK = 16_384
 
 
-def write_metadata(path: Path, documents: Iterable[DocumentRow], chunks: Iterable[ChunkRow], *, analysed: bool) -> None:
+def write_metadata(
+    path: Path,
+    documents: Iterable[DocumentRow],
+    chunks: Iterable[ChunkRow],
+    *,
+    analysed: bool,
+    undetermined: str | None = None,
+) -> None:
     """Create the SQLite file at ``path`` with documents, chunks, the full-text index and its postings."""
     with closing(sqlite3.connect(path)) as db:
         db.executescript("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;")
-        fill_metadata(db, documents, chunks, analysed=analysed)
+        fill_metadata(db, documents, chunks, analysed=analysed, undetermined=undetermined)
         db.commit()
     fsync_path(path)
 
 
 def fill_metadata(
-    db: sqlite3.Connection, documents: Iterable[DocumentRow], chunks: Iterable[ChunkRow], *, analysed: bool
+    db: sqlite3.Connection,
+    documents: Iterable[DocumentRow],
+    chunks: Iterable[ChunkRow],
+    *,
+    analysed: bool,
+    undetermined: str | None = None,
 ) -> None:
     """Create the schema in the empty database ``db`` (a file, or one in memory) and fill it:
     documents, chunks, the full-text index and its postings. The caller commits.
 
-    ``analysed``: the index holds each chunk's terms in its language (mcpower.analysis); else
-    FTS5's Porter tokenizer makes them (a dataset of the original system's format, served as before).
+    ``analysed``: the index holds each chunk's terms in its language (mcpower.analysis), chunks of
+    undetermined language analysed as ``undetermined`` (the manifest's); else FTS5's Porter
+    tokenizer makes them (a dataset of the original system's format, served as before).
     """
     db.executescript(schema(analysed))
     db.executemany(insert_sql(DOCUMENTS, DocumentRow), map(values, documents))
@@ -61,7 +75,7 @@ def fill_metadata(
         "SELECT c.id, c.text, d.title, c.heading_path, c.language "
         f"FROM {CHUNKS} c JOIN {DOCUMENTS} d ON d.id = c.document_id ORDER BY c.id"
     )
-    index = _analysed if analysed else _segmented
+    index = partial(_analysed, undetermined) if analysed else _segmented
     # The analysis runs here, between SQLite steps, not inside the statement as an SQL function:
     # Python's sqlite3 discards whatever a function raises ("user-defined function raised
     # exception"), so a Ctrl-C (KeyboardInterrupt) or SIGTERM (SystemExit) landing in it
@@ -71,8 +85,9 @@ def fill_metadata(
     write_postings(db)
 
 
-def _analysed(row: tuple[int, str, str, str, str]) -> tuple[int, str, str, str]:
-    i, text, title, heading, language = row
+def _analysed(undetermined: str | None, row: tuple[int, str, str, str, str]) -> tuple[int, str, str, str]:
+    i, text, title, heading, chunk_language = row
+    language = analysis_language(chunk_language, undetermined)
     return (
         i,
         " ".join(index_terms(text, language)),

@@ -240,7 +240,10 @@ class LocalCatalog:
             ids = np.asarray([c.id for c in build.chunks], dtype=np.int64)
             try:
                 analysed = info.analysis is not None and info.analysis.scheme is not None
-                write_metadata(staging / METADATA_FILE, build.documents, build.chunks, analysed=analysed)
+                undetermined = info.analysis.undetermined if info.analysis is not None else None
+                write_metadata(
+                    staging / METADATA_FILE, build.documents, build.chunks, analysed=analysed, undetermined=undetermined
+                )
                 index_info = write_vectors(staging / INDEX_FILE, ids, build.vectors)
             except (sqlite3.Error, RuntimeError) as e:  # FAISS reports write failures as RuntimeError
                 raise write_error(info.id, e) from e

@@ -14,16 +14,22 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from mcpower.errors import IndexMismatchError
+
 
 class ConnectionPool:
     """Connections to the database at ``uri`` (a ``file:`` URI with ``mode=ro&immutable=1``).
 
     Without a ``uri`` (an in-memory database, say) there is only ``first``, and readers take turns.
+    ``source`` names the database (``dataset: path``) in the error a damaged one gives.
     """
 
-    def __init__(self, uri: str | None, first: sqlite3.Connection, keep_fd: int | None = None) -> None:
+    def __init__(
+        self, uri: str | None, first: sqlite3.Connection, keep_fd: int | None = None, source: str | None = None
+    ) -> None:
         self._uri = uri
         self._keep_fd = keep_fd  # a descriptor ``uri`` names (/proc/self/fd/N): closed with the pool
+        self._source = source
         self._idle = [first]
         self._lock = threading.Condition()
         self._closed = False
@@ -32,8 +38,14 @@ class ConnectionPool:
     def connection(self) -> Iterator[sqlite3.Connection]:
         """A connection no other thread uses until the block ends.
 
+        Opening checks the schema and the counts, not every page: a database damaged past those
+        (with a checksum forged to match) can fail when a query first reads the damaged page. That
+        is said as opening says it, an IndexMismatchError naming the dataset, so a search of several
+        datasets leaves this one out and the others answer (search.py).
+
         Raises:
             sqlite3.ProgrammingError: the pool was closed (as a closed connection would).
+            IndexMismatchError: SQLite found the database malformed (or could not read it).
         """
         with self._lock:
             while self._uri is None and not self._idle and not self._closed:
@@ -46,6 +58,14 @@ class ConnectionPool:
             db = sqlite3.connect(self._uri, uri=True, check_same_thread=False)
         try:
             yield db
+        except sqlite3.ProgrammingError:
+            raise  # a closed pool or a bug: not the file's fault
+        except sqlite3.DatabaseError as e:
+            if self._source is None:
+                raise
+            raise IndexMismatchError(
+                f"{self._source} is not a readable SQLite database ({e}); re-run `mcpower ingest`"
+            ) from e
         finally:
             with self._lock:
                 keep = not self._closed

@@ -85,7 +85,9 @@ class LocalStore:
         # made by FTS5's tokenizer (a dataset written before analysis, or of the original format).
         analysis = manifest.analysis
         self._languages = (
-            query_languages(manifest.counts.languages) if analysis is not None and analysis.scheme is not None else None
+            query_languages(manifest.counts.languages, analysis.undetermined)
+            if analysis is not None and analysis.scheme is not None
+            else None
         )
 
     @property
@@ -275,7 +277,7 @@ def open_store(folder: Path, manifest: Manifest, verify: bool = True, hashes: Fi
             if db is not None:
                 db.close()
             raise IndexMismatchError(f"{name}: {manifest.metadata} is not a readable SQLite database ({e})") from e
-        pool = _reader_pool(meta_fd, db)
+        pool = _reader_pool(meta_fd, db, f"{name}: {manifest.metadata}")
     if not (index.ntotal == n_chunks == manifest.counts.chunks == len(ids)) or n_docs != manifest.counts.documents:
         pool.close()
         raise IndexMismatchError(
@@ -324,13 +326,14 @@ def _ascending_ids(index: Any, db: sqlite3.Connection) -> NDArray[np.int64]:
     return chunk_ids(db)
 
 
-def _reader_pool(opened: _Opened, first: sqlite3.Connection) -> ConnectionPool:
+def _reader_pool(opened: _Opened, first: sqlite3.Connection, source: str) -> ConnectionPool:
     """Connections to the verified database for concurrent readers: opened through a descriptor of
-    its own (``/proc/self/fd``) where there is one, so they read the very file that was checked."""
+    its own (``/proc/self/fd``) where there is one, so they read the very file that was checked;
+    ``source`` names it in errors."""
     if opened.name.startswith("/proc/self/fd/"):
         fd = os.dup(opened.fd)
-        return ConnectionPool(f"file:/proc/self/fd/{fd}?mode=ro&immutable=1", first, keep_fd=fd)
-    return ConnectionPool(f"{opened.uri}?mode=ro&immutable=1", first)
+        return ConnectionPool(f"file:/proc/self/fd/{fd}?mode=ro&immutable=1", first, keep_fd=fd, source=source)
+    return ConnectionPool(f"{opened.uri}?mode=ro&immutable=1", first, source=source)
 
 
 class _Opened:

@@ -338,13 +338,16 @@ class MilvusCatalog:
         try:
             pymilvus = import_pymilvus()
             analysed = info.analysis is not None and info.analysis.scheme is not None
+            undetermined = info.analysis.undetermined if info.analysis is not None else None
             schema, index = chunks_schema(pymilvus, info.embedding.dimension, analysed)
             self._call("create_collection", chunks_name, schema=schema, index_params=index)
             created.append(chunks_name)
             for start in range(0, len(build.chunks), INSERT_BATCH):
                 stop = min(start + INSERT_BATCH, len(build.chunks))
                 self._call(
-                    "insert", chunks_name, data=chunk_rows(build.chunks, docs, build.vectors, start, stop, analysed)
+                    "insert",
+                    chunks_name,
+                    data=chunk_rows(build.chunks, docs, build.vectors, start, stop, analysed, undetermined),
                 )
             schema, index = docs_schema(pymilvus)
             self._call("create_collection", docs_name, schema=schema, index_params=index)

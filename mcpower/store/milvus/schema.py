@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
-from mcpower.analysis.analyzers import index_terms
+from mcpower.analysis.analyzers import analysis_language, index_terms
 from mcpower.analysis.languages import UNDETERMINED
 from mcpower.errors import InvalidManifestError
 from mcpower.store import ChunkHit, ChunkRow, DocumentRow
@@ -217,9 +217,16 @@ def fits(value: str, max_bytes: int) -> bool:
 
 
 def chunk_rows(
-    chunks: list[ChunkRow], docs: dict[int, DocumentRow], vectors: Any, start: int, stop: int, analysed: bool = True
+    chunks: list[ChunkRow],
+    docs: dict[int, DocumentRow],
+    vectors: Any,
+    start: int,
+    stop: int,
+    analysed: bool = True,
+    undetermined: str | None = None,
 ) -> list[dict[str, Any]]:
-    """Rows of ``chunks[start:stop]`` for the chunks collection (vectors: row i of chunks[i])."""
+    """Rows of ``chunks[start:stop]`` for the chunks collection (vectors: row i of chunks[i]); chunks
+    of undetermined language analysed as ``undetermined`` (the manifest's)."""
     rows = []
     for i in range(start, stop):
         c = chunks[i]
@@ -245,7 +252,7 @@ def chunk_rows(
             }
         )
         if analysed:
-            rows[-1]["terms"] = analysed_terms(prefix + c.text, c.language)
+            rows[-1]["terms"] = analysed_terms(prefix + c.text, analysis_language(c.language, undetermined))
     return rows
 
 

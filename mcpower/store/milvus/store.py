@@ -126,7 +126,7 @@ class MilvusStore:
         if expr is None:
             text = ""
         elif analysis is not None and analysis.scheme is not None:  # the terms field: analysed as the index
-            text = " ".join(query_terms(query, query_languages(self._info.counts.languages)))
+            text = " ".join(query_terms(query, query_languages(self._info.counts.languages, analysis.undetermined)))
         else:  # the engine's English analyzer: each distinct word once (it counts a repeat twice; FTS5 once)
             text = " ".join(dict.fromkeys(split_terms(query)))
         return MilvusKeywordMatches(self, text, expr or "")

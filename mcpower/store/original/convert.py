@@ -21,7 +21,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from mcpower import __version__
-from mcpower.analysis import SCHEME, chunk_languages
+from mcpower.analysis import SCHEME, chunk_languages, undetermined_as
 from mcpower.checksums import FileHashes
 from mcpower.defaults import DEFAULT_BACKEND, DEFAULT_MODEL
 from mcpower.errors import IndexMismatchError, IngestError, InvalidManifestError
@@ -215,7 +215,8 @@ def _with_languages(build: DatasetBuild) -> DatasetBuild:
     counts = build.info.counts.model_copy(
         update={"languages": dict(Counter(c.language for c in chunks).most_common(MAX_LANGUAGES))}
     )
-    info = build.info.model_copy(update={"counts": counts, "analysis": AnalysisInfo(scheme=SCHEME)})
+    analysis = AnalysisInfo(scheme=SCHEME, undetermined=undetermined_as(counts.languages))
+    info = build.info.model_copy(update={"counts": counts, "analysis": analysis})
     return dataclasses.replace(build, info=info, chunks=chunks)
 
 

@@ -1,0 +1,76 @@
+"""Telling connected clients that the documents changed: ``notifications/resources/list_changed``
+when ``--watch`` (or a refresh) republishes a dataset.
+
+Clients of the 2025 protocol revisions get it on their session; clients of 2026-07-28 get it on a
+``subscriptions/listen`` stream (the SDK's bus) if they opened one asking for resource list changes.
+The watcher runs on its own thread: :meth:`Changes.observer` hands its events to the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+from mcp.server.subscriptions import InMemorySubscriptionBus, ResourcesListChanged
+
+logger = logging.getLogger(__name__)
+
+# The revision whose clients are told through subscriptions/listen rather than on their session.
+LISTEN_REVISION = "2026-07-28"
+# A client that does not read its notifications is not waited for longer than this.
+SEND_TIMEOUT_S = 5.0
+
+
+class Changes:
+    """Middleware that remembers the clients' connections (weakly: a closed one is forgotten) and the
+    event loop, and sends them ``list_changed`` when :meth:`resources_changed` is called from any thread."""
+
+    def __init__(self) -> None:
+        self.bus = InMemorySubscriptionBus()  # given to the MCPServer: its subscriptions/listen streams
+        self.sessions: weakref.WeakSet[Any] = weakref.WeakSet()
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    async def __call__(self, ctx: Any, call_next: Any) -> Any:
+        self.loop = asyncio.get_running_loop()
+        # ctx.session lives for one request; the client's connection for as long as it stays (the
+        # SDK keeps it on the session, without a public name)
+        connection = getattr(getattr(ctx, "session", None), "_connection", None)
+        version = str(getattr(ctx, "protocol_version", "") or "")
+        if connection is not None and version < LISTEN_REVISION:
+            self.sessions.add(connection)
+        return await call_next(ctx)
+
+    def observer(self, also: Callable[[Any], object] | None = None) -> Callable[[Any], None]:
+        """A watcher's ``on_event``: a republished dataset is announced, then ``also`` (the HTTP
+        metrics) is told."""
+
+        def on_event(event: Any) -> None:
+            if getattr(event, "kind", None) == "reindexed":
+                self.resources_changed()
+            if also is not None:
+                also(event)
+
+        return on_event
+
+    def resources_changed(self) -> None:
+        """Announce the change to every session and listen stream; returns at once (any thread)."""
+        loop = self.loop
+        if loop is None or loop.is_closed():  # no client has connected yet: nobody to tell
+            return
+        with contextlib.suppress(RuntimeError):  # the loop stopped meanwhile (the server is ending)
+            asyncio.run_coroutine_threadsafe(self._send(), loop)
+
+    async def _send(self) -> None:
+        await self.bus.publish(ResourcesListChanged())
+        sent = 0
+        for session in list(self.sessions):
+            try:
+                await asyncio.wait_for(session.send_resource_list_changed(), SEND_TIMEOUT_S)
+                sent += 1
+            except Exception:  # a departed or stuck client: the others are still told
+                self.sessions.discard(session)
+        logger.info("resources.changed", extra={"event": "resources.changed", "sessions": sent})

@@ -93,11 +93,11 @@ def shared_reader_worker(request: pytest.FixtureRequest, monkeypatch: pytest.Mon
         else:
             self._process, self._conn = taken  # type: ignore[attr-defined]
 
-    def shared_in_worker(self: worker.Reader, module: str, data: bytes) -> object:
+    def shared_in_worker(self: worker.Reader, *args: object, **kwargs: object) -> object:
         # Until a request is answered, or when it failed in any way, the worker may hold a late
         # answer or a parser's leftovers: such a worker is ended, never parked.
         self._pool_clean = False  # type: ignore[attr-defined]
-        parsed = in_worker(self, module, data)
+        parsed = in_worker(self, *args, **kwargs)
         self._pool_clean = True  # type: ignore[attr-defined]
         return parsed
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import nox
 
 nox.options.sessions = ["tests"]
@@ -11,6 +13,10 @@ nox.options.reuse_existing_virtualenvs = True
 # The CPU build of torch lies on these machines; installing it first keeps pip from pulling
 # the multi-GB CUDA build in as a dependency of sentence-transformers.
 TORCH = "torch==2.13.0"
+# The default suite's processes (pytest-xdist): two even on one core, as much of the suite waits on the
+# subprocesses it starts (servers, CLIs, Node clients, a browser); at most four, each holding a
+# milvus-lite engine and a browser of its own.
+WORKERS = str(min(4, max(2, os.cpu_count() or 1)))
 
 
 def _install(session: nox.Session, *extras: str) -> None:
@@ -23,7 +29,9 @@ def tests(session: nox.Session) -> None:
     """Run the default test suite (fake embedder; no real model except where marked), Milvus
     (milvus-lite) included."""
     _install(session, "test", "milvus")
-    session.run("pytest", *session.posargs)
+    # pytest-xdist: a test file's tests run in one worker (module-scoped fixtures are built once);
+    # `nox -s tests -- -n 0` runs them in this process.
+    session.run("pytest", "-n", WORKERS, "--dist", "loadfile", *session.posargs)
 
 
 @nox.session

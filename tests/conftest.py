@@ -23,7 +23,13 @@ from mcpower.registry import Registry
 from mcpower.store.local.fts import query_phrases
 
 # The server tests' datasets (fixtures `template` and `datasets`), shared by test_server and test_stdio.
-pytest_plugins = ["server_fixtures", "original_fixtures", "milvus_fixtures", "browser_fixtures"]
+pytest_plugins = [
+    "server_fixtures",
+    "original_fixtures",
+    "milvus_fixtures",
+    "browser_fixtures",
+    "reader_pool",  # one reader worker process for the test process, not one per ingest
+]
 
 _WORD = re.compile(r"\w+")
 

@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -166,6 +167,22 @@ def subprocess_env() -> dict[str, str]:
 CLIENTS_DIR = TESTS_DIR / "clients"  # the Node.js MCP clients (TypeScript SDK, Inspector)
 
 
+@contextlib.contextmanager
+def folder_lock(path: Path) -> Iterator[None]:
+    """An exclusive lock on ``path`` (an existing file) across processes, where the platform has flock."""
+    try:
+        import fcntl
+    except ImportError:  # Windows: tests run in one process there
+        yield
+        return
+    with open(path, "rb") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 def npm_install(folder: Path, timeout: float = 300) -> None:
     """``npm install`` in ``folder``; skips the test without node/npm or a reachable registry.
 
@@ -176,7 +193,9 @@ def npm_install(folder: Path, timeout: float = 300) -> None:
         pytest.skip("node and npm are needed for the Node.js MCP client tests")
     args = [npm, "install", "--no-audit", "--no-fund", "--loglevel=error", "--fetch-retries=1", "--fetch-timeout=20000"]
     try:
-        done = subprocess.run(args, cwd=folder, capture_output=True, text=True, timeout=timeout, check=False)
+        # One install at a time per folder: pytest-xdist's workers share tests/clients/node_modules.
+        with folder_lock(folder / "package.json"):
+            done = subprocess.run(args, cwd=folder, capture_output=True, text=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
         pytest.skip("npm install timed out (offline?)")
     if done.returncode != 0:

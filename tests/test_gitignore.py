@@ -43,15 +43,28 @@ def oracle(lines: list[str]) -> pathspec.GitIgnoreSpec | None:
         return None
 
 
-@settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(patterns, min_size=1, max_size=4), st.lists(paths, min_size=1, max_size=6))
-def test_patterns_mean_what_they_mean_to_git(lines: list[str], probes: list[str]) -> None:
+def assert_same_as_git(lines: list[str], probes: list[str]) -> None:
     spec = oracle(lines)
     assume(spec is not None)
     assert spec is not None
     ours = IgnoreSpec(lines)
     for path in probes:
         assert ours.match_file(path) == spec.match_file(path), (lines, path)
+
+
+# 600 generated cases in the default run (3,000 under `slow`, below): 600 still found a bug put back
+# on purpose (a lone name with a trailing '/' anchored to the top folder) with each fresh seed tried.
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(patterns, min_size=1, max_size=4), st.lists(paths, min_size=1, max_size=6))
+def test_patterns_mean_what_they_mean_to_git(lines: list[str], probes: list[str]) -> None:
+    assert_same_as_git(lines, probes)
+
+
+@pytest.mark.slow
+@settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(patterns, min_size=1, max_size=4), st.lists(paths, min_size=1, max_size=6))
+def test_patterns_mean_what_they_mean_to_git_thoroughly(lines: list[str], probes: list[str]) -> None:
+    assert_same_as_git(lines, probes)
 
 
 @pytest.mark.parametrize(

@@ -365,12 +365,14 @@ async def test_while_one_request_refreshes_the_keys_the_others_use_those_in_hand
 async def test_discovery_and_key_set_share_one_deadline(issuer: Issuer, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="mcpower")
     issuer.mode = "slow-metadata"
-    keys = KeyCache(issuer.url + "/realm", fetch_timeout=0.5)  # three metadata URLs to try, each hanging
-    with anyio.fail_after(20):
+    keys = KeyCache(issuer.url + "/realm", fetch_timeout=2.0)  # three metadata URLs to try, each hanging
+    with anyio.fail_after(30):
         assert await keys.key("rsa-1") is None
-    assert len(issuer.requests) == 2  # the third was never tried: 2 x 0.5 s is the whole refresh's deadline
+    # The third was never tried: 2 x 2 s is the whole refresh's deadline. At most two, not exactly two:
+    # on a loaded machine a request may not reach the issuer before its share of the deadline ends.
+    assert len(issuer.requests) <= 2
     said = [r for r in caplog.records if getattr(r, "event", "") == "oauth.jwks_unavailable"]
-    assert said[0].reason == "no key set within 1 s"
+    assert said[0].reason == "no key set within 4 s"
 
 
 @pytest.mark.parametrize("mode", ["down", "slow", "huge", "malformed", "refused"])

@@ -12,7 +12,6 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable
-from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -55,11 +54,11 @@ def assemble(
     *,
     store: Callable[[], EmbeddingStore | None] | None = None,
     announce: Callable[[IngestPlan], None] | None = None,
-    reader: Reader | None = None,
+    reader: Reader,
 ) -> tuple[list[DocumentRow], list[ChunkRow], np.ndarray]:
     """The documents, chunks and vectors of the new version, each chunk with its language
     (``language`` forced, else detected: mcpower.analysis); files read with ``reader`` (the
-    ingest's, which the ingest ends), else with a reader of its own; ``report`` is filled in as it
+    ingest's, which the ingest ends); ``report`` is filled in as it
     goes, and ``report.plan`` says what it did or, with ``opts.dry_run``, would do.
 
     Raises:
@@ -82,75 +81,72 @@ def assemble(
     finder = Duplicates(f.rel for f in files)
     indexed_at = now_utc().isoformat()
     t0 = time.perf_counter()
-    with Reader() if reader is None else nullcontext(reader) as reader:
-        for n, f in enumerate(files, 1):
-            if progress:
-                progress("files", n, len(files))
-            suffix = Path(f.rel).suffix.lower()
-            try:
-                raw, st = read_document(f, size_limit(suffix, opts.max_file_bytes))
-                size, mtime = st.st_size, st.st_mtime  # as read: a file rewritten since it was listed counts as read
-            except OSError as e:
-                report.skipped.append((f.rel, f"cannot read: {e.strerror}"))
-                continue
-            content_hash = hashlib.sha256(raw).hexdigest()
-            doc_id = len(docs) + 1
-            prev = old.pop(f.rel, None)
-            if prev is not None and prev[0].content_hash == content_hash:
-                d, cs = prev
-                status.append("touched" if (d.size, d.mtime) != (size, mtime) else "unchanged")
-                docs.append(dataclasses.replace(d, id=doc_id, size=size, mtime=mtime))
-                langs = chunk_languages([c.text for c in cs], language) if relabel else [c.language for c in cs]
-                for old_chunk, lang in zip(cs, langs):
-                    chunks.append(dataclasses.replace(old_chunk, document_id=doc_id, language=lang))
-                    carried.append(old_chunk.id)
-                finder.add(f.rel, content_hash, d.content)
-                continue
-            try:
-                document = reader.document(raw, suffix, Path(f.rel).name, emb.token_counter, chunk_tokens, overlap)
-            except UnreadableError as e:
-                report.skipped.append((f.rel, str(e)))
-                continue
-            except Exception as e:  # a chunker bug one file triggers must not stop the others being ingested
-                logger.exception("cannot chunk %s", f.rel, extra={"event": "ingest.chunk_error"})
-                kind = e.kind if isinstance(e, ChunkingError) else type(e).__name__
-                report.skipped.append((f.rel, f"cannot be chunked ({kind}); please report this as a bug"))
-                continue
-            finally:
-                del raw
-            report.file_notes.extend((f.rel, note) for note in document.notes)
-            docs.append(
-                DocumentRow(
-                    doc_id, f.rel, document.title, suffix, size, mtime, content_hash, indexed_at, document.content
-                )
+    for n, f in enumerate(files, 1):
+        if progress:
+            progress("files", n, len(files))
+        suffix = Path(f.rel).suffix.lower()
+        try:
+            raw, st = read_document(f, size_limit(suffix, opts.max_file_bytes))
+            size, mtime = st.st_size, st.st_mtime  # as read: a file rewritten since it was listed counts as read
+        except OSError as e:
+            report.skipped.append((f.rel, f"cannot read: {e.strerror}"))
+            continue
+        content_hash = hashlib.sha256(raw).hexdigest()
+        doc_id = len(docs) + 1
+        prev = old.pop(f.rel, None)
+        if prev is not None and prev[0].content_hash == content_hash:
+            d, cs = prev
+            status.append("touched" if (d.size, d.mtime) != (size, mtime) else "unchanged")
+            docs.append(dataclasses.replace(d, id=doc_id, size=size, mtime=mtime))
+            langs = chunk_languages([c.text for c in cs], language) if relabel else [c.language for c in cs]
+            for old_chunk, lang in zip(cs, langs):
+                chunks.append(dataclasses.replace(old_chunk, document_id=doc_id, language=lang))
+                carried.append(old_chunk.id)
+            finder.add(f.rel, content_hash, d.content)
+            continue
+        try:
+            document = reader.document(raw, suffix, Path(f.rel).name, emb.token_counter, chunk_tokens, overlap)
+        except UnreadableError as e:
+            report.skipped.append((f.rel, str(e)))
+            continue
+        except Exception as e:  # a chunker bug one file triggers must not stop the others being ingested
+            logger.exception("cannot chunk %s", f.rel, extra={"event": "ingest.chunk_error"})
+            kind = e.kind if isinstance(e, ChunkingError) else type(e).__name__
+            report.skipped.append((f.rel, f"cannot be chunked ({kind}); please report this as a bug"))
+            continue
+        finally:
+            del raw
+        report.file_notes.extend((f.rel, note) for note in document.notes)
+        docs.append(
+            DocumentRow(doc_id, f.rel, document.title, suffix, size, mtime, content_hash, indexed_at, document.content)
+        )
+        finder.add(f.rel, content_hash, document.content)
+        # An edited file keeps the vectors of its chunks whose text and headings did not change.
+        kept = {(c.id, c.heading_path, c.text) for c in prev[1]} if prev is not None else set()
+        seen: dict[str, int] = {}
+        langs = chunk_languages([c.text for c in document.chunks], language)
+        for c, lang in zip(document.chunks, langs):
+            occurrence = seen.get(c.text, 0)
+            seen[c.text] = occurrence + 1
+            pages = c.pages or (None, None)
+            row = ChunkRow(
+                chunk_id(f.rel, c.text, occurrence),
+                doc_id,
+                c.ordinal,
+                c.heading,
+                c.start_line,
+                c.end_line,
+                c.text,
+                page_start=pages[0],
+                page_end=pages[1],
+                language=lang,
             )
-            finder.add(f.rel, content_hash, document.content)
-            # An edited file keeps the vectors of its chunks whose text and headings did not change.
-            kept = {(c.id, c.heading_path, c.text) for c in prev[1]} if prev is not None else set()
-            seen: dict[str, int] = {}
-            langs = chunk_languages([c.text for c in document.chunks], language)
-            for c, lang in zip(document.chunks, langs):
-                occurrence = seen.get(c.text, 0)
-                seen[c.text] = occurrence + 1
-                pages = c.pages or (None, None)
-                row = ChunkRow(
-                    chunk_id(f.rel, c.text, occurrence),
-                    doc_id,
-                    c.ordinal,
-                    c.heading,
-                    c.start_line,
-                    c.end_line,
-                    c.text,
-                    page_start=pages[0],
-                    page_end=pages[1],
-                    language=lang,
-                )
-                if (row.id, row.heading_path, row.text) in kept:
-                    carried.append(row.id)
-                else:
-                    to_embed.append((len(chunks), c.embed_text))
-                chunks.append(row)
-            status.append("added" if prev is None else "changed")
+            if (row.id, row.heading_path, row.text) in kept:
+                carried.append(row.id)
+            else:
+                to_embed.append((len(chunks), c.embed_text))
+            chunks.append(row)
+        status.append("added" if prev is None else "changed")
     if not docs:
         report.read_seconds = time.perf_counter() - t0
         raise IngestError(f"{src.name}: every file was skipped — {skip_summary(report.skipped)}")

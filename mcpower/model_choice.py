@@ -67,7 +67,7 @@ def load_for_ingest(
     opts: IngestOptions,
     prev: DatasetInfo | None,
     report: IngestReport,
-    reader: Reader | None = None,
+    reader: Reader,
 ) -> embedding.Embedder:
     """The embedder an ingest uses: ``opts.model``, else the previous version's model (unless
     ``opts.full``), else the one the documents' languages call for (its reason and notes in
@@ -106,9 +106,9 @@ def prompt_tokens(emb: embedding.Embedder) -> int:
     return emb.count_tokens([emb.document_prompt])[0] if emb.document_prompt else 0
 
 
-def choose_model(files: list[SourceFile], max_file_bytes: int, reader: Reader | None = None) -> Choice:
+def choose_model(files: list[SourceFile], max_file_bytes: int, reader: Reader) -> Choice:
     """The packaged model for the languages of a sample of ``files`` (see the module docstring),
-    read with ``reader`` (else a reader of its own).
+    read with ``reader``.
 
     Raises:
         IngestError: the language detector cannot be loaded.
@@ -133,7 +133,7 @@ def choose_model(files: list[SourceFile], max_file_bytes: int, reader: Reader | 
     return Choice(MULTILINGUAL_MODEL, f"the documents are not mostly in English ({shares})", languages=letters)
 
 
-def sample_languages(files: list[SourceFile], max_file_bytes: int, reader: Reader | None = None) -> Counter[str]:
+def sample_languages(files: list[SourceFile], max_file_bytes: int, reader: Reader) -> Counter[str]:
     """Letters of text per detected language in a sample of ``files`` ('und': not told), read with
     ``reader``: an ingest passes its own, so the worker process that reads its PDF, Word, HTML and
     reST files starts once, not once for the sample and again for the ingest (a second interpreter
@@ -142,25 +142,21 @@ def sample_languages(files: list[SourceFile], max_file_bytes: int, reader: Reade
     Raises:
         IngestError: the language detector cannot be loaded.
     """
-    from contextlib import nullcontext
-
     from mcpower.analysis import detect
     from mcpower.chunking import UnreadableError, size_limit
-    from mcpower.chunking.worker import Reader
 
     step = max(1, len(files) // SAMPLE_FILES)
     letters: Counter[str] = Counter()
-    with Reader() if reader is None else nullcontext(reader) as reader:
-        for f in files[::step][:SAMPLE_FILES]:
-            suffix = Path(f.rel).suffix.lower()
-            try:
-                raw, _ = read_document(f, size_limit(suffix, max_file_bytes))
-                text = reader.sample(raw, suffix, SAMPLE_CHARS * 2)  # a big file: read in the reader process
-            except (OSError, UnreadableError):
-                continue  # the ingest reports it
-            for start in range(0, min(len(text), SAMPLE_CHARS), 2000):  # paragraphs' worth, each told apart
-                found = detect(text[start : start + 2000])
-                letters[found.language] += found.letters
+    for f in files[::step][:SAMPLE_FILES]:
+        suffix = Path(f.rel).suffix.lower()
+        try:
+            raw, _ = read_document(f, size_limit(suffix, max_file_bytes))
+            text = reader.sample(raw, suffix, SAMPLE_CHARS * 2)  # a big file: read in the reader process
+        except (OSError, UnreadableError):
+            continue  # the ingest reports it
+        for start in range(0, min(len(text), SAMPLE_CHARS), 2000):  # paragraphs' worth, each told apart
+            found = detect(text[start : start + 2000])
+            letters[found.language] += found.letters
     return letters
 
 

@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import FakeEmbedder, write_files
+from conftest import FakeEmbedder, join_warm_up, write_files
 
 from mcpower.ingestion import IngestOptions, ingest
+from mcpower.registry import Registry
 
 TESTS_DIR = Path(__file__).resolve().parent
 REPO_ROOT = TESTS_DIR.parent
@@ -102,6 +103,15 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def datasets(template: Path, tmp_path: Path) -> Path:
     """A private copy of the datasets (tests corrupt and re-ingest them), with their sources in tmp_path/src."""
     return copy_datasets(template, tmp_path)
+
+
+@pytest.fixture
+def registry(datasets: Path) -> Iterator[Registry]:
+    """A registry over ``datasets`` searching with the fake; closed after the servers' warm-up threads end."""
+    reg = Registry(datasets, embedder_factory=lambda model: FakeEmbedder())
+    yield reg
+    join_warm_up()
+    reg.close()
 
 
 def ingest_handbook(root: Path) -> None:

@@ -21,7 +21,6 @@ import anyio
 import httpx2
 import pytest
 from asgi_fixtures import BASE, INITIALIZE, MCP_HEADERS, app_serving, asgi_client
-from conftest import FakeEmbedder, join_warm_up
 from http_fixtures import TOKEN
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -39,14 +38,6 @@ from mcpower.server.http import HttpOptions
 from mcpower.server.limits import Workers
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def registry(datasets: Path) -> Iterator[Registry]:
-    reg = Registry(datasets, embedder_factory=lambda model: FakeEmbedder())
-    yield reg
-    join_warm_up()
-    reg.close()
 
 
 @asynccontextmanager

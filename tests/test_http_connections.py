@@ -13,11 +13,9 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import FakeEmbedder, join_warm_up
 from http_fixtures import TOKEN
 
 from mcpower.registry import Registry
@@ -61,14 +59,6 @@ class ThreadedServer:
         self.thread.join(WAIT_S)
         self.mcp.close()
         self.sock.close()
-
-
-@pytest.fixture
-def registry(datasets: Path) -> Iterator[Registry]:
-    reg = Registry(datasets, embedder_factory=lambda model: FakeEmbedder())
-    yield reg
-    join_warm_up()
-    reg.close()
 
 
 @pytest.fixture

@@ -24,7 +24,6 @@ import httpx2
 import jwt
 import pytest
 from asgi_fixtures import BASE, INITIALIZE, MCP_HEADERS, app_serving, asgi_client
-from conftest import FakeEmbedder, join_warm_up
 from http_fixtures import TOKEN
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -48,14 +47,6 @@ def issuer() -> Iterator[Issuer]:
     made.add_key("ec256", kid="ec-1")
     yield made
     made.close()
-
-
-@pytest.fixture
-def registry(datasets: Path) -> Iterator[Registry]:
-    reg = Registry(datasets, embedder_factory=lambda model: FakeEmbedder())
-    yield reg
-    join_warm_up()
-    reg.close()
 
 
 def oauth_options(issuer: Issuer, **changes: Any) -> OAuthOptions:

@@ -18,7 +18,6 @@ import anyio
 import httpx2
 import pytest
 from asgi_fixtures import BASE, MCP_HEADERS, app_serving, asgi_client
-from conftest import FakeEmbedder, join_warm_up
 from http_fixtures import TOKEN, HttpServer, write_http_launcher
 from mcp.server.auth.provider import AccessToken
 from starlette.responses import PlainTextResponse
@@ -104,14 +103,6 @@ def test_in_flight_counts_per_caller_and_forgets_idle_ones() -> None:
 
 
 # ---------------------------------------------------------------- over HTTP, in process
-
-
-@pytest.fixture
-def registry(datasets: Path) -> Iterator[Registry]:
-    reg = Registry(datasets, embedder_factory=lambda model: FakeEmbedder())
-    yield reg
-    join_warm_up()
-    reg.close()
 
 
 @asynccontextmanager

@@ -6,26 +6,17 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import FakeEmbedder, join_warm_up
+from conftest import FakeEmbedder
 
 from mcpower import search
 from mcpower.errors import NO_DATASETS_YET, DatasetNotFoundError, McpowerError, ResultNotFoundError
 from mcpower.registry import Registry
 from mcpower.server.auth.callers import LOCAL, Caller, visible
 from mcpower.server.auth.scoped import ScopedRegistry
-
-
-@pytest.fixture
-def registry(datasets: Path) -> Iterator[Registry]:
-    reg = Registry(datasets, embedder_factory=lambda model: FakeEmbedder())
-    yield reg
-    join_warm_up()
-    reg.close()
 
 
 def error_of(call: object, dataset_id: str) -> str:

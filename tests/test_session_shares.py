@@ -9,15 +9,13 @@ HTTP client library would wait out), each request from the caller its bearer tok
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 from asgi_fixtures import INITIALIZE, MCP_HEADERS, app_serving
-from conftest import FakeEmbedder, join_warm_up
 from mcp.shared.inbound import CLIENT_CAPABILITIES_META_KEY, MCP_METHOD_HEADER, PROTOCOL_VERSION_META_KEY
 from mcp_types.version import LATEST_MODERN_VERSION
 from test_ratelimit import CALLERS, NamedTokens
@@ -30,14 +28,6 @@ pytestmark = pytest.mark.anyio
 
 TOKEN_OF = {name: token for token, name in CALLERS.items()}
 WAIT_S = 30.0
-
-
-@pytest.fixture
-def registry(datasets: Path) -> Iterator[Registry]:
-    reg = Registry(datasets, embedder_factory=lambda model: FakeEmbedder())
-    yield reg
-    join_warm_up()
-    reg.close()
 
 
 @asynccontextmanager

@@ -8,7 +8,7 @@ In process, over the ASGI app; a test clock moves time (HttpOptions.clock), so n
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
@@ -18,7 +18,6 @@ from typing import Any
 import httpx2
 import pytest
 from asgi_fixtures import BASE, INITIALIZE, MCP_HEADERS, app_serving
-from conftest import FakeEmbedder, join_warm_up
 from http_fixtures import TOKEN
 from mcp.server.auth.provider import AccessToken
 
@@ -42,14 +41,6 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
-
-
-@pytest.fixture
-def registry(datasets: Path) -> Iterator[Registry]:
-    reg = Registry(datasets, embedder_factory=lambda model: FakeEmbedder())
-    yield reg
-    join_warm_up()
-    reg.close()
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from __future__ import annotations
 import html
 import re
 import shutil
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -18,7 +18,7 @@ from urllib.parse import quote
 import httpx2
 import pytest
 from asgi_fixtures import BASE, INITIALIZE, MCP_HEADERS, app_serving, asgi_client
-from conftest import FakeEmbedder, join_warm_up, write_files
+from conftest import FakeEmbedder, write_files
 from http_fixtures import TOKEN
 from mcp import Client
 from server_fixtures import add_broken_dataset
@@ -33,14 +33,6 @@ from mcpower.web.login import local_target
 pytestmark = pytest.mark.anyio
 
 PAGES = ["/", "/search", "/search?q=toolkit", "/login"]
-
-
-@pytest.fixture
-def registry(datasets: Path) -> Iterator[Registry]:
-    reg = Registry(datasets, embedder_factory=lambda model: FakeEmbedder())
-    yield reg
-    join_warm_up()
-    reg.close()
 
 
 @asynccontextmanager

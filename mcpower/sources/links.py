@@ -35,6 +35,19 @@ class PageLinks:
     canonical: str | None = None
     furniture: int = 0  # links left out as the generator's furniture
     capped: bool = False  # more than MAX_LINKS links
+    _held: set[str] = field(default_factory=set, repr=False, compare=False)
+
+    def holds(self, url: str) -> bool:
+        return url in self._held
+
+    def add(self, url: str) -> bool:
+        """Take ``url`` (not held yet); False, and ``capped`` set, once MAX_LINKS are held."""
+        if len(self.links) >= MAX_LINKS:
+            self.capped = True
+            return False
+        self._held.add(url)
+        self.links.append(url)
+        return True
 
 
 def page_links(body: bytes, url: str) -> PageLinks:
@@ -59,7 +72,6 @@ def page_links(body: bytes, url: str) -> PageLinks:
         elif el.tag == "link" and "canonical" in (el.get("rel") or "").lower().split():
             out.canonical = join(base, el.get("href") or "")
     names, folders = next((v for k, v in _FURNITURE.items() if generator.startswith(k)), ((), ()))
-    seen: set[str] = set()
     hrefs: set[str] = set()
     for el in root.iter("a", "area"):
         href = (el.get("href") or "").split("#")[0]  # a page's links are mostly to places in pages
@@ -67,16 +79,13 @@ def page_links(body: bytes, url: str) -> PageLinks:
             continue
         hrefs.add(href)
         target = join(base, href)
-        if target is None or target in seen:
+        if target is None or out.holds(target):
             continue
         if names and _is_furniture(target, names, folders):
             out.furniture += 1
             continue
-        if len(out.links) >= MAX_LINKS:
-            out.capped = True
+        if not out.add(target):
             break
-        seen.add(target)
-        out.links.append(target)
     return out
 
 
@@ -89,14 +98,10 @@ def _is_furniture(url: str, names: tuple[str, ...], folders: tuple[str, ...]) ->
 def markdown_links(body: bytes, url: str) -> PageLinks:
     """The inline links of a Markdown page (a site that serves its Markdown, an llms.txt)."""
     out = PageLinks()
-    seen: set[str] = set()
     for href in MARKDOWN_LINK.findall(body.decode("utf-8", "replace")):
         target = join(url, href)
-        if target is None or (target := target.split("#")[0]) in seen:
+        if target is None or out.holds(target := target.split("#")[0]):
             continue
-        if len(out.links) >= MAX_LINKS:
-            out.capped = True
+        if not out.add(target):
             break
-        seen.add(target)
-        out.links.append(target)
     return out

@@ -18,6 +18,7 @@ from mcpower.errors import IndexMismatchError
 from mcpower.manifest import Manifest
 from mcpower.results import SearchFilters
 from mcpower.store import ChunkRow, DocumentRow, chunk_id
+from mcpower.store.local import keyword
 from mcpower.store.local.build import write_metadata
 from mcpower.store.local.fts import query_phrases
 from mcpower.store.local.keyword import COLUMN_WEIGHTS, KeywordHits, _varints, chunk_ids, row_sizes
@@ -213,3 +214,23 @@ def test_postings_pointing_past_the_chunk_table_are_a_clear_error(tmp_path: Path
 
         with pytest.raises(IndexMismatchError, match="re-run `mcpower ingest`"):
             make_store(db).keyword("widget")
+
+
+@pytest.mark.parametrize("block", [1, 2, 7])
+def test_postings_written_a_block_at_a_time_equal_those_written_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block: int
+) -> None:
+    """Postings are made a block of (term, chunk) rows at a time, so memory stays bounded at a million
+    chunks; a term whose rows span blocks is still one postings row with every chunk and the same idf."""
+    corpus = _corpus(seed=11)
+
+    def postings(name: str) -> list[tuple[str, bytes, bytes]]:
+        path = tmp_path / name
+        write_metadata(path, *corpus, analysed=True)
+        with closing(sqlite3.connect(path)) as db:
+            return db.execute(f"SELECT * FROM {POSTINGS} ORDER BY term").fetchall()
+
+    at_once = postings("once.sqlite")
+    monkeypatch.setattr(keyword, "POSTINGS_BLOCK", block)
+    assert postings("blocks.sqlite") == at_once
+    assert len({term for term, _, _ in at_once}) == len(at_once) > 20

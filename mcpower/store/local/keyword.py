@@ -40,6 +40,8 @@ MIN_IDF = 1e-6
 # Column weights for (text, title, heading_path): a title or heading hit says more than a body hit.
 COLUMN_WEIGHTS = (1.0, 2.0, 1.5)
 _ROW = np.dtype("<i4")
+# (term, chunk) rows read at a time when postings are written: ~100 MB of Python tuples at most.
+POSTINGS_BLOCK = 500_000
 _IMPACT = np.dtype("<f4")
 
 
@@ -55,8 +57,11 @@ def write_postings(db: sqlite3.Connection) -> None:
         lengths = row_sizes(db, ids)
         norm = K1 * (1 - B + B * lengths / (lengths.sum() / n))
         weight = "CASE col WHEN 'text' THEN ? WHEN 'title' THEN ? ELSE ? END"
-        # One row per (term, chunk) holding it, with the term's weighted frequency there; then every
-        # impact at once with numpy (a loop over terms cost ~1 ms a term).
+        # One row per (term, chunk) holding it, with the term's weighted frequency there, in term
+        # order; read a block at a time and turned into postings a block of whole terms at a time
+        # (every impact of a block at once with numpy: a loop over terms cost ~1 ms a term). Memory
+        # is a block, whatever the dataset's size: a million chunks are ~10^8 such rows, which as
+        # Python tuples all at once took over 20 GB.
         # Closed on the way out, before the DROP below: an exception (Ctrl-C, SIGTERM) while fetching
         # leaves this SELECT open on chunks_vocab, and SQLite refuses to drop a virtual table that
         # a statement still reads ("database table is locked"), an error that would replace it.
@@ -66,23 +71,42 @@ def write_postings(db: sqlite3.Connection) -> None:
                 COLUMN_WEIGHTS,
             )
         ) as cursor:
-            pairs = cursor.fetchall()
-        if not pairs:
-            return
-        terms, docs, tfs = zip(*pairs)
-        starts = [0, *(i for i in range(1, len(terms)) if terms[i] != terms[i - 1]), len(terms)]
-        counts = np.diff(starts)
-        rows = np.searchsorted(ids, np.array(docs, dtype=np.int64))
-        tf = np.array(tfs, dtype=np.float64)
-        idf = [max(math.log((n - c + 0.5) / (c + 0.5)), MIN_IDF) for c in counts.tolist()]
-        impacts = np.repeat(np.array(idf, dtype=np.float64), counts) * tf * (K1 + 1) / (tf + norm[rows])
-        row_bytes, impact_bytes = rows.astype(_ROW), impacts.astype(_IMPACT)
-        db.executemany(
-            f"INSERT INTO {POSTINGS} VALUES (?, ?, ?)",
-            ((terms[a], row_bytes[a:b].tobytes(), impact_bytes[a:b].tobytes()) for a, b in pairwise(starts)),
-        )
+            pending: list[tuple[str, int, float]] = []
+            while block := cursor.fetchmany(POSTINGS_BLOCK):
+                pending.extend(block)
+                # The last term of the block may go on in the next one: keep it back.
+                last, cut = pending[-1][0], len(pending) - 1
+                while cut > 0 and pending[cut - 1][0] == last:
+                    cut -= 1
+                if cut:
+                    _insert_postings(db, pending[:cut], ids, norm)
+                    del pending[:cut]
+            if pending:
+                _insert_postings(db, pending, ids, norm)
     finally:
         db.execute("DROP TABLE temp.chunks_vocab")
+
+
+def _insert_postings(
+    db: sqlite3.Connection,
+    pairs: Sequence[tuple[str, int, float]],
+    ids: NDArray[np.int64],
+    norm: NDArray[np.float64],
+) -> None:
+    """Postings rows for ``pairs`` (term, chunk id, weighted frequency), whole terms in term order."""
+    n = len(ids)
+    terms, docs, tfs = zip(*pairs, strict=True)
+    starts = [0, *(i for i in range(1, len(terms)) if terms[i] != terms[i - 1]), len(terms)]
+    counts = np.diff(starts)
+    rows = np.searchsorted(ids, np.array(docs, dtype=np.int64))
+    tf = np.array(tfs, dtype=np.float64)
+    idf = [max(math.log((n - c + 0.5) / (c + 0.5)), MIN_IDF) for c in counts.tolist()]
+    impacts = np.repeat(np.array(idf, dtype=np.float64), counts) * tf * (K1 + 1) / (tf + norm[rows])
+    row_bytes, impact_bytes = rows.astype(_ROW), impacts.astype(_IMPACT)
+    db.executemany(
+        f"INSERT INTO {POSTINGS} VALUES (?, ?, ?)",
+        ((terms[a], row_bytes[a:b].tobytes(), impact_bytes[a:b].tobytes()) for a, b in pairwise(starts)),
+    )
 
 
 def row_sizes(db: sqlite3.Connection, ids: NDArray[np.int64]) -> NDArray[np.float64]:

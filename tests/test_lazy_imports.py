@@ -157,7 +157,8 @@ def test_the_wrapper_sees_parser_imports() -> None:
 # ---------------------------------------------------------------- `serve --stdio` before the handshake
 
 # What a server must not load before it answers initialize (without --watch or a Milvus URI): the
-# stores, the model and the watcher load after the handshake, in the warm-up thread or on demand.
+# stores, the model and the watcher load after the handshake, in the warm-up thread or on demand;
+# so does the core's search module (mcpower.search, with mcpower.coverage and the rest it imports).
 SERVER_HEAVY = (
     "numpy",
     "faiss",
@@ -177,7 +178,8 @@ heavy = json.loads(sys.argv.pop(1))
 exit_now = os._exit
 
 def report_and_exit(code):
-    loaded = sorted(m for m in sys.modules if m.split(".")[0] in heavy or m.startswith(("mcpower.store.milvus", "mcpower.web")))
+    loaded = sorted(m for m in sys.modules if m.split(".")[0] in heavy or m in ("mcpower.search", "mcpower.coverage")
+                    or m.startswith(("mcpower.store.milvus", "mcpower.web")))
     os.write(2, ("LOADED " + json.dumps(loaded) + "\\n").encode())
     exit_now(code)
 
@@ -242,7 +244,8 @@ def test_the_serve_report_sees_heavy_imports(tmp_path: Path, datasets: Path) -> 
 
     assert not result.get("isError"), result
     reports = [line.decode() for line in server.stderr_lines if line.startswith(b"LOADED ")]
-    assert "numpy" in json.loads(reports[0][len("LOADED ") :])
+    loaded = json.loads(reports[0][len("LOADED ") :])
+    assert "numpy" in loaded and "mcpower.search" in loaded and "mcpower.coverage" in loaded
 
 
 # ---------------------------------------------------------------- the command line builds one command

@@ -303,8 +303,9 @@ async def test_a_path_no_route_answers_gets_the_pages_404_with_the_signed_in_hea
         jar = {"Cookie": r.headers.get_list("set-cookie")[0].split(";")[0]}
         signed = await h.get("/no-such-page", headers=jar)  # a browser's sign-in session, not a bearer header
         twin = await h.get("/no-such-page?format=json", headers=jar)
-        stranger = await h.get("/no-such-page")  # a browser without a session is sent to sign in first
-        program = await h.get("/no-such-page?format=json")
+        browser = {"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"}
+        stranger = await h.get("/no-such-page", headers=browser)  # a browser without a session signs in first
+        program = await h.get("/no-such-page")  # a program (no HTML asked for) gets the 401 saying what to send
         mcp = await h.post("/mcp", json=INITIALIZE, headers={**MCP_HEADERS, **jar})  # the session is still no MCP token
     assert signed.status_code == 404 and 'data-testid="error-code"' in signed.text and "NOT_FOUND" in signed.text
     for part in ("Signed in as <bdi>operator</bdi>", 'data-testid="nav-search"', 'data-testid="logout"'):
@@ -418,8 +419,7 @@ async def test_refusals_and_redirects_carry_them_too_but_not_mcp(registry: Regis
             await h.get("/", headers={"Host": "evil.example"}),
         ]
         mcp = await h.post("/mcp", json=INITIALIZE, headers={**MCP_HEADERS, "Authorization": f"Bearer {TOKEN}"})
-    # a browser asking for a page, or for a path no route answers, is sent to sign in; a program gets 401
-    assert [r.status_code for r in answers] == [303, 401, 303, 421]
+    assert [r.status_code for r in answers] == [303, 401, 401, 421]
     assert all("frame-ancestors 'none'" in r.headers["content-security-policy"] for r in answers)
     assert mcp.status_code == 200 and "content-security-policy" not in mcp.headers
 

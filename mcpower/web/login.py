@@ -97,8 +97,11 @@ class WebDoor:
     def _browser_page(self, scope: Scope) -> bool:
         """Whether ``scope`` is a GET of a page, not of its JSON twin."""
         path = scope.get("path")
+        # A path no route answers is a page only to a browser (it asks for HTML); a program asking
+        # for one (an OAuth client probing metadata) gets the 401 that says what to send.
         unrouted = self.routed is not None and path not in self.routed
-        if scope.get("method") not in ("GET", "HEAD") or (path not in self.page_paths and not unrouted):
+        html = "text/html" in Headers(scope=scope).get("accept", "")
+        if scope.get("method") not in ("GET", "HEAD") or (path not in self.page_paths and not (unrouted and html)):
             return False
         query = scope.get("query_string", b"").decode("latin-1")
         return "format=json" not in query.split("&")

@@ -160,7 +160,9 @@ def test_a_tool_results_text_copy_is_redacted_whether_or_not_it_repeats_the_stru
     dirty = {"status": "ok", "meta": {"notes": ["read /srv/data/docs/x.db"]}}
 
     assert redact.payload(clean) is clean  # nothing to take out: the same object, not a copy
-    assert redact.payload(dirty) is not dirty and redact.payload(dirty)["meta"]["notes"] == ["read <datasets>/docs/x.db"]
+    assert redact.payload(dirty) is not dirty and redact.payload(dirty)["meta"]["notes"] == [
+        "read <datasets>/docs/x.db"
+    ]
     same = {"content": [{"type": "text", "text": json.dumps(clean, ensure_ascii=False)}], "structuredContent": clean}
     assert redact.tool_result(same)["content"][0]["text"] == json.dumps(clean, ensure_ascii=False)
     other = {**dirty, "meta": {"notes": ["see /home/al/secret and /srv/data/docs"]}}

@@ -395,7 +395,9 @@ def test_candidates_are_ranked_without_their_text_and_the_results_are_the_same(
 def test_a_republished_dataset_answers_with_its_new_text(
     tmp_path: Path, datasets_dir: Path, make_registry: Callable[[], Registry]
 ) -> None:
-    source = write_files(tmp_path / "src", {"a.md": "# A\n\nThe walrus sleeps on the ice.\n", "b.md": "# B\n\nOther.\n"})
+    source = write_files(
+        tmp_path / "src", {"a.md": "# A\n\nThe walrus sleeps on the ice.\n", "b.md": "# B\n\nOther.\n"}
+    )
     ingest(source, datasets_dir, IngestOptions(dataset_id="web"), embedder=FakeEmbedder())
     registry = make_registry()
     assert "sleeps" in search(registry, "walrus", dataset="web").results[0].snippet

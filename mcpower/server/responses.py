@@ -104,11 +104,10 @@ class Redactor:
         if not (isinstance(item, dict) and item.get("type") == "text" and isinstance(item.get("text"), str)):
             return self.payload(item)
         text = item["text"]
-        if redacted is structured and structured is not None and text[:1] == "{":
-            # Nothing to take out of the structured copy, and the text is its JSON as json_result
-            # writes it (the common case: one dump, not a parse, a deep comparison and a dump).
-            if text == json.dumps(structured, ensure_ascii=False):
-                return {**self.payload({k: v for k, v in item.items() if k != "text"}), "text": text}
+        # Nothing to take out of the structured copy, and the text is its JSON as json_result writes
+        # it (the common case: one dump, not a parse, a deep comparison and a dump).
+        if redacted is structured is not None and text == json.dumps(structured, ensure_ascii=False):
+            return {**self.payload({k: v for k, v in item.items() if k != "text"}), "text": text}
         try:
             data = json.loads(text) if text[:1] in ("{", "[") else None
         except ValueError:

@@ -26,6 +26,7 @@ from mcpower.registry import Registry
 from mcpower.results import SearchResult
 from mcpower.search import get_source, resolve, search
 from mcpower.store import ChunkHit
+from mcpower.store.local import places as places_module
 
 
 def chunk(doc: int, ordinal: int, lines: tuple[int, int], heading: str = "Doc > Part", cid: int = 0) -> ChunkHit:
@@ -356,12 +357,17 @@ def test_a_dataset_where_nothing_matches_is_not_lifted() -> None:
     assert across_datasets("hybrid", line, line) == pytest.approx((line + 1) / 2)
 
 
+@pytest.mark.parametrize("held", [True, False], ids=["places-in-memory", "places-from-sqlite"])
 def test_candidates_are_ranked_without_their_text_and_the_results_are_the_same(
-    cookies: Registry, monkeypatch: pytest.MonkeyPatch
+    cookies: Registry, monkeypatch: pytest.MonkeyPatch, held: bool
 ) -> None:
     # A search ranks and groups ~50 candidates by place (issue 30.1): only its results' text is read,
-    # and every list (grouped or not, any page) is what reading every candidate's text gave.
+    # and every list (grouped or not, any page) is what reading every candidate's text gave; the same
+    # whether the dataset's places are held in memory (a small one) or read from SQLite (a big one).
+    if not held:
+        monkeypatch.setattr(places_module, "MAX_PLACES_CHUNKS", 0)
     store = cookies.store("web")
+    assert (store._places.table() is not None) == held  # type: ignore[attr-defined]
     real = store.chunks
     read_with_text: list[int] = []
     every_text = False

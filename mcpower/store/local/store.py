@@ -28,6 +28,7 @@ from mcpower.store.faiss_file import check_index_file
 from mcpower.store.local.filters import FilterCache
 from mcpower.store.local.fts import query_phrases
 from mcpower.store.local.keyword import COLUMN_WEIGHTS, chunk_ids, read_postings_by_term
+from mcpower.store.local.places import Places, read_rows
 from mcpower.store.local.pool import ConnectionPool
 from mcpower.store.local.postings import PostingsCache, RankedMatches, fts_postings, postings_of
 from mcpower.store.local.schema import (
@@ -80,6 +81,7 @@ class LocalStore:
         self._missing = missing
         self._hit_sql = hit_sql(missing)
         self._place_sql = hit_sql(missing, text=False)  # the same rows without their text
+        self._places = Places(len(ids), read_rows(self._db.connection, self._place_sql))  # a small dataset's, in memory
         self._filters = FilterCache(ids, self._db)  # the chunks each recent filter allows
         self._postings_cache = PostingsCache()  # the common terms' long postings, once read
         # The languages a query is analysed under (the dataset's), or None: the keyword index was
@@ -156,6 +158,9 @@ class LocalStore:
         """The chunks with these ids (unknown ids are simply absent); without ``text``, their text is ''."""
         if not ids:
             return {}
+        places = None if text else self._places.table()
+        if places is not None:
+            return {i: places[i] for i in ids if i in places}
         marks = ",".join("?" * len(ids))
         sql = self._hit_sql if text else self._place_sql
         with self._db.connection() as db:

@@ -3,7 +3,8 @@
     python benchmarks/languages.py [--books NAME ...] [--langs CODE ...] [--modes MODE ...]
                                    [--cross default|none|all] [--ingest-arg ARG ...] [--quick N]
                                    [--cache DIR] [--out FILE] [--doc-root BOOK:LANG=PATH ...]
-                                   [--set tuning|heldout] [--coverage-only]
+                                   [--set tuning|heldout] [--coverage-only] [--ingest-only]
+                                   [--datasets-of CODE_VERSION]
 
 For each book (benchmarks/data/languages/books.json: Debian's maint-guide, developers-reference and
 debian-faq, each in English and its translations) and each language it is installed in, the book's
@@ -35,6 +36,13 @@ each page with mcpower's own reader and maps every line of the text a dataset wo
 section (how much maps through an exact heading path, which judged sections nothing reaches), and
 says how much of each translation is still English. It is the check to run on the held-out set
 (``--set heldout``), whose rankings are for the integrator alone (they need ``--confirm-heldout``).
+
+``--ingest-only`` ingests what the rows need and searches nothing (so the held-out datasets can be
+built before the code is final, without a ranking seen). ``--datasets-of CODE_VERSION`` searches the
+datasets an earlier code version ingested (``2191f843a1ad`` for ``datasets/tuning/2191f843a1ad-plain``)
+with this code, and never ingests: a search-side change measured in minutes instead of re-ingesting
+every book; valid only while the ingest side (reading, chunking, analysis, the model) is unchanged
+since, which the results JSON records as ``datasets_of``.
 """
 
 from __future__ import annotations
@@ -94,10 +102,10 @@ def code_version() -> str:
     return f"{tree}+{h.hexdigest()[:8]}"
 
 
-def ingest_dir(cache: Path, set_name: str, ingest_args: list[str]) -> Path:
-    """The datasets folder for this code and these ingest arguments."""
+def ingest_dir(cache: Path, set_name: str, ingest_args: list[str], version: str | None = None) -> Path:
+    """The datasets folder for this code (or the code ``version`` named) and these ingest arguments."""
     args_hash = hashlib.sha256(json.dumps(ingest_args).encode()).hexdigest()[:8] if ingest_args else "plain"
-    return cache / "datasets" / set_name / f"{code_version()}-{args_hash}"
+    return cache / "datasets" / set_name / f"{version or code_version()}-{args_hash}"
 
 
 def ensure_dataset(book: Book, lang: str, args: argparse.Namespace) -> dict[str, Any]:
@@ -116,6 +124,11 @@ def ensure_dataset(book: Book, lang: str, args: argparse.Namespace) -> dict[str,
         facts = json.loads(facts_file.read_text())
         if facts.get("corpus") == digest and facts.get("ingest_args") == args.ingest_arg:
             return {**facts, "reused": True}
+    if args.datasets_of:
+        raise SystemExit(
+            f"{ds_id}: not in {args.datasets_dir} (--datasets-of {args.datasets_of} only searches what that code "
+            "ingested); leave --datasets-of out to ingest it with this code"
+        )
     note(f"ingesting {book.name} ({lang}): {len(src)} pages into {args.datasets_dir} ...")
     cmd = [sys.executable, "-m", "mcpower", "ingest", str(corpus), "--datasets-dir", str(args.datasets_dir)]
     cmd += ["--id", ds_id, "--full", "--json", "-q", *args.ingest_arg]
@@ -264,9 +277,21 @@ def main() -> None:
         "--coverage-only", action="store_true", help="map each page's text to sections; no ingest, no search"
     )
     ap.add_argument("--confirm-heldout", action="store_true", help="run searches on the held-out set (integrator)")
+    ap.add_argument(
+        "--ingest-only", action="store_true", help="ingest what the rows need (cached as usual); search nothing"
+    )
+    ap.add_argument(
+        "--datasets-of",
+        metavar="CODE_VERSION",
+        help="search the datasets an earlier code version ingested (a folder name's first part under the cache's "
+        "datasets/SET/, e.g. 2191f843a1ad) with this code: a search-side change measured without re-ingesting; "
+        "valid only while ingest-side code is unchanged since. Never ingests.",
+    )
     args = ap.parse_args()
-    if args.set == "heldout" and not (args.coverage_only or args.confirm_heldout):
-        raise SystemExit("the held-out set is run once, by the integrator: --coverage-only, or --confirm-heldout")
+    if args.set == "heldout" and not (args.coverage_only or args.confirm_heldout or args.ingest_only):
+        raise SystemExit(
+            "the held-out set is run once, by the integrator: --coverage-only, --ingest-only, or --confirm-heldout"
+        )
     folder = HELDOUT if args.set == "heldout" else TUNING
     books = load_books(folder)
     if args.books:
@@ -281,7 +306,9 @@ def main() -> None:
         if not (sep and colon and book_name in books and lang in books[book_name].languages):
             raise SystemExit(f"--doc-root wants BOOK:LANG=PATH with a book and language of the set, got {item!r}")
         args.doc_roots[(book_name, lang)] = Path(path)
-    args.datasets_dir = ingest_dir(args.cache, args.set, args.ingest_arg)
+    args.datasets_dir = ingest_dir(args.cache, args.set, args.ingest_arg, args.datasets_of)
+    if args.datasets_of and not args.datasets_dir.is_dir():
+        raise SystemExit(f"--datasets-of {args.datasets_of}: no datasets at {args.datasets_dir}")
     args.datasets_dir.mkdir(parents=True, exist_ok=True)
     try:
         qsets = {name: load_questions(folder, name) for name in books}
@@ -339,6 +366,12 @@ def run(
     for name, _, blang in rows:
         if (name, blang) not in datasets:
             datasets[(name, blang)] = ensure_dataset(books[name], blang, args)
+    if args.ingest_only:
+        for facts in datasets.values():
+            reused = "already there" if facts.get("reused") else f"{facts['seconds']:.0f} s"
+            print(f"{facts['dataset']}: {facts['chunks']} chunks ({reused})")
+        note(f"ingested into {args.datasets_dir}; nothing searched (--ingest-only)")
+        return
     # The harness built these datasets itself, with the model its --ingest-arg named: it may load it.
     registry = Registry(args.datasets_dir, allowed_models=dataset_models(args.datasets_dir, datasets.values()))
     results: dict[str, Any] = {}
@@ -390,6 +423,7 @@ def run(
         "environment": environment(),
         "load": load_avg(),
         "code": code_version(),
+        "datasets_of": args.datasets_of,
         "set": args.set,
         "ingest_args": args.ingest_arg,
         "datasets_dir": str(args.datasets_dir),

@@ -5,6 +5,7 @@ book (one DocBook page, one Sphinx page) and the fake embedder stand in for Debi
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import json
 import math
@@ -343,3 +344,19 @@ def test_a_comparison_uses_the_questions_both_runs_answered(bench: dict[str, Mod
         "main",
     )
     assert "| English → English | 1 / 1 | 0.500 / 0.000 / +0.500 |" in report
+
+
+def test_datasets_of_an_earlier_code_never_ingest(bench: dict[str, ModuleType], tmp_path: Path) -> None:
+    """--datasets-of searches what an earlier code ingested: a book it lacks is refused, not ingested."""
+    ls, harness = bench["langsets"], bench["harness"]
+    book = ls.load_books(write_book(tmp_path))["tiny"]
+    args = argparse.Namespace(
+        doc_roots={}, cache=tmp_path / "cache", set="tuning", datasets_of="0123abcd", ingest_arg=[]
+    )
+    args.datasets_dir = harness.ingest_dir(args.cache, "tuning", [], "0123abcd")
+    args.datasets_dir.mkdir(parents=True)
+    assert args.datasets_dir.name == "0123abcd-plain"
+
+    with pytest.raises(SystemExit, match=r"tiny-en: not in .*only searches what that code ingested"):
+        harness.ensure_dataset(book, "en", args)
+    assert list(args.datasets_dir.iterdir()) == []

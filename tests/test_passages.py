@@ -414,3 +414,23 @@ def test_a_republished_dataset_answers_with_its_new_text(
 
     first = search(registry, "walrus", dataset="web").results[0]
     assert "swims" in first.snippet and "sleeps" not in first.snippet
+
+
+def test_a_one_off_search_reads_no_places_and_a_served_dataset_reads_them_once(
+    cookies: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The places table costs ~10 ms a thousand chunks: `mcpower search` (one search) must not pay it;
+    # a store asked again reads it once, on a thread of its own (run here at once, in this thread).
+    started: list[str] = []
+
+    def at_once(work: Callable[[], None]) -> None:
+        started.append("places")
+        work()
+
+    monkeypatch.setattr(places_module, "in_background", at_once)
+    search(cookies, "walrus cookie", dataset="web")
+    assert started == []
+    for _ in range(places_module.LOAD_AFTER):
+        search(cookies, "walrus cookie", dataset="web")
+    assert started == ["places"]
+    assert cookies.store("web")._places.table() is not None  # type: ignore[attr-defined]

@@ -52,7 +52,7 @@ class Places:
             self._asked += 1
             start = self._asked == LOAD_AFTER
         if start:
-            threading.Thread(target=self.load, name="mcpower-places", daemon=True).start()
+            in_background(self.load)
         return None
 
     def load(self) -> None:
@@ -67,6 +67,11 @@ class Places:
             self._enabled = False
             return
         self._table = table
+
+
+def in_background(work: Callable[[], None]) -> None:
+    """Run ``work`` on a daemon thread of its own (a process exits without waiting for it)."""
+    threading.Thread(target=work, name="mcpower-places", daemon=True).start()
 
 
 def _load(rows: list[Sequence[Any]]) -> dict[int, ChunkHit]:

@@ -148,6 +148,7 @@ def semantic_weights(
     if all(reads_script(languages, script_of_language(lang)) for lang in told):
         return None if base == weight else dict.fromkeys(ids, base)
     found = languages_of(ids)
-    return {
-        i: base if reads_script(languages, script_of_language(found.get(i, "und"))) else UNCOVERED_WEIGHT for i in ids
-    }
+    weight_of: dict[str, float] = {}  # by language: a search's hundred candidates hold a few
+    for lang in set(found.values()) | {"und"}:
+        weight_of[lang] = base if reads_script(languages, script_of_language(lang)) else UNCOVERED_WEIGHT
+    return {i: weight_of[found.get(i, "und")] for i in ids}

@@ -373,3 +373,34 @@ def test_the_default_tokens_file_is_used_and_stdio_is_unaffected(tmp_path: Path,
         assert not found.get("isError"), found
     finally:
         stdio.stop()
+
+
+def test_the_datasets_page_shows_the_operator_the_real_source_folder_and_others_a_redacted_one(
+    setup: tuple[HttpServer, dict[str, str], Path],
+) -> None:
+    server, secrets, _ = setup
+    real = str(server.release_dir.parent / "src" / "eng-docs")
+
+    def source(caller: str) -> str:
+        status, _, body = get(server, "/?format=json", secrets[caller])
+        assert status == 200, body
+        return next(d["source"] for d in json.loads(body)["datasets"] if d["id"] == "eng-docs")
+
+    assert source("single") == real  # the server's own all-datasets token: the operator
+    for caller in ("everything", "eng"):  # a named token, even one granted "*", is not the operator
+        shown = source(caller)
+        assert shown and real not in shown and str(server.release_dir.parent) not in shown, shown
+
+
+def test_serve_http_says_where_the_pages_are_and_that_a_token_is_required(
+    setup: tuple[HttpServer, dict[str, str], Path],
+) -> None:
+    server, _, tokens_file = setup
+    ready = server.wait_event("server.ready")
+    base = f"http://127.0.0.1:{server.port}"
+    assert ready["web_url"] == base + "/" and ready["mcp_url"] == base + "/mcp"
+    assert ready["token_required"] is True and ready["oauth_issuer"] is None
+    message = ready["message"]
+    assert f"web pages at {base}/ (search: {base}/search)" in message
+    assert "a token is required" in message and f"sign in at {base}/login" in message
+    assert "MCPOWER_TOKEN" in message and "mcpower token add NAME" in message and str(tokens_file) in message

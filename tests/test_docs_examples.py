@@ -2,10 +2,13 @@
 on the line before it is run against a real `serve --http` (fake embedder; `KB_URL` and `MCPOWER_CLIENT_TOKEN`
 set as the docs tell a reader to). A Python block that cannot run here says why in
 ``<!-- example: skip REASON -->``; an unmarked one fails the test, so no new example goes untested.
+Every JSON block parses as JSON (one marked ``<!-- example: fragment -->`` is a member of an
+object, ``"key": value``, and parses inside braces), or says why not in ``<!-- example: skip REASON -->``.
 (Shell blocks are not run yet: most start servers or need a model or a network.)"""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -18,7 +21,7 @@ from server_fixtures import REPO_ROOT, build_datasets, subprocess_env
 
 DOCS = sorted([REPO_ROOT / "README.md", *(REPO_ROOT / "docs").glob("*.md")])
 # A fence opening, with the marker line (if any) just before it.
-BLOCK = re.compile(r"(?:<!-- example: (run|skip [^>]+?) -->\n)?```(\w+)\n(.*?)\n```", re.S)
+BLOCK = re.compile(r"(?:<!-- example: (run|fragment|skip [^>]+?) -->\n)?```(\w+)\n(.*?)\n```", re.S)
 
 
 def blocks(language: str) -> list[tuple[str, str, str]]:
@@ -40,6 +43,19 @@ def test_every_python_example_is_run_or_says_why_not() -> None:
     assert not unmarked, f"mark these <!-- example: run --> or <!-- example: skip REASON -->: {unmarked}"
     for where, marker, _ in python:
         assert marker == "run" or len(marker) > len("skip ") + 10, f"{where}: say why it cannot run here"
+
+
+def test_every_json_example_parses() -> None:
+    examples = blocks("json")
+    assert examples, "the docs have JSON examples (docs/clients.md)"
+    for where, marker, code in examples:
+        if marker.startswith("skip "):
+            assert len(marker) > len("skip ") + 10, f"{where}: say why it is not JSON"
+            continue
+        try:
+            json.loads("{" + code + "}" if marker == "fragment" else code)
+        except ValueError as e:
+            raise AssertionError(f"{where}: not JSON ({e}); fix it, or mark it <!-- example: fragment -->") from None
 
 
 @pytest.fixture(scope="module")

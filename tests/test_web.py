@@ -294,7 +294,28 @@ async def test_a_page_shows_who_is_signed_in(registry: Registry) -> None:
     # the all-datasets MCPOWER_TOKEN is the operator, as the operator would say it
     assert 'data-testid="logout"' in page and "Signed in as <bdi>operator</bdi>" in page
     assert missing.status_code == 404 and "Signed in as <bdi>operator</bdi>" in missing.text
-    assert unrouted.status_code == 404
+    assert unrouted.status_code == 404 and "Signed in as <bdi>operator</bdi>" in unrouted.text
+
+
+async def test_a_path_no_route_answers_gets_the_pages_404_with_the_signed_in_header(registry: Registry) -> None:
+    async with serving(registry, token=TOKEN) as (_, app), web(app) as h:
+        r = await h.post("/login", data={"token": TOKEN, "next": "/"}, headers={"Origin": BASE})
+        jar = {"Cookie": r.headers.get_list("set-cookie")[0].split(";")[0]}
+        signed = await h.get("/no-such-page", headers=jar)  # a browser's sign-in session, not a bearer header
+        twin = await h.get("/no-such-page?format=json", headers=jar)
+        browser = {"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"}
+        stranger = await h.get("/no-such-page", headers=browser)  # a browser without a session signs in first
+        program = await h.get("/no-such-page")  # a program (no HTML asked for) gets the 401 saying what to send
+        mcp = await h.post("/mcp", json=INITIALIZE, headers={**MCP_HEADERS, **jar})  # the session is still no MCP token
+    assert signed.status_code == 404 and 'data-testid="error-code"' in signed.text and "NOT_FOUND" in signed.text
+    for part in ("Signed in as <bdi>operator</bdi>", 'data-testid="nav-search"', 'data-testid="logout"'):
+        assert part in signed.text
+    assert twin.status_code == 404 and twin.json()["error"]["code"] == "NOT_FOUND"
+    assert stranger.status_code == 303 and stranger.headers["location"] == "/login?next=%2Fno-such-page"
+    assert program.status_code == 401 and mcp.status_code == 401
+    async with serving(registry) as (_, app), web(app) as h:  # no token needed: the plain page, nav and no sign-in
+        plain = await h.get("/no-such-page")
+    assert plain.status_code == 404 and 'data-testid="nav-search"' in plain.text and "Signed in" not in plain.text
 
 
 async def test_the_login_page_has_no_links_that_lead_back_to_it(registry: Registry) -> None:

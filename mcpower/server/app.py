@@ -55,6 +55,7 @@ class KnowledgeServer(MCPServer):
         self.redactor = Redactor(known_folders(registry.root))
         self.audit = AuditLog()  # create_server sets the one its middleware uses
         self.changes = Changes()  # and the one that tells its clients of republished datasets
+        self.warm = WarmUpAfterHandshake(registry)  # create_server sets the one its middleware runs
 
     async def answer(self, tool: str, arguments: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
         """What an MCP client reads from calling ``tool`` ('search', 'list', 'source', 'metadata'):
@@ -140,11 +141,10 @@ def create_server(
     server.tool_names = names
     server.audit = audit
     server.changes = changes
+    server.warm = warm = WarmUpAfterHandshake(registry)
     add_documents(server, registry, server.workers.run)
 
-    server.middleware.extend(
-        [changes, audit, WarmUpAfterHandshake(registry), NoPromptsAdvertised(), ResourceUriLimit()]
-    )
+    server.middleware.extend([changes, audit, warm, NoPromptsAdvertised(), ResourceUriLimit()])
     # Outermost: whatever answers a request, its text leaves through here.
     server.middleware.insert(0, RedactPaths(server.redactor))
     return server

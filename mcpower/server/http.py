@@ -15,18 +15,14 @@ and the time limit per request are limits.py's; idle expiry is the SDK's, set fr
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
-import signal
-import socket
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
-from types import FrameType
 from typing import TYPE_CHECKING, Any, Literal
 
 import uvicorn
@@ -58,6 +54,7 @@ from mcpower.server.auth.ratelimit import RateLimit, RateLimits
 from mcpower.server.auth.verifiers import NamedTokenVerifier, one_verifier
 from mcpower.server.connections import DRAIN_TIMEOUT_S, HEADER_TIMEOUT_S, MAX_CONNECTIONS, GuardedH11Protocol
 from mcpower.server.limits import TimeLimit
+from mcpower.server.listening import MCP_PATH, ListeningServer, bind, mcp_url, uvicorn_config
 from mcpower.server.sessions import SessionRoom
 
 if TYPE_CHECKING:
@@ -67,13 +64,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 WatchObserver = Callable[[Any], None]  # a Watcher's on_event
-MCP_PATH = "/mcp"
 HEALTH_PATH = "/healthz"
 METRICS_PATH = "/metrics"
-# The issue's bound on a graceful stop; a request still running then is cancelled (the client gets a 500).
-SHUTDOWN_GRACE_S = 5
-# An idle keep-alive connection is closed after this long (uvicorn's default too).
-KEEP_ALIVE_S = 5
 
 
 @dataclass(frozen=True)
@@ -135,11 +127,6 @@ class HttpOptions:
     def stream_share(self) -> int:
         """The streams (GET, subscriptions/listen) one caller may hold open."""
         return self.max_streams_per_caller or self.session_share
-
-
-def mcp_url(host: str, port: int) -> str:
-    """The URL of the MCP endpoint on ``host``:``port`` (IPv6 addresses in brackets)."""
-    return f"http://{f'[{host}]' if ':' in host else host}:{port}{MCP_PATH}"
 
 
 def health(registry: Registry, detailed: bool = True) -> dict[str, Any]:
@@ -250,6 +237,10 @@ def create_http_app(
         max_sessions=2 * options.max_sessions,
         transport_security=security,
     )
+    if door is not None:  # the pages' 404, with the signed-in header, for a path no route answers
+        from mcpower.web import serve_unrouted
+
+        serve_unrouted(app, door)
     served: ASGIApp = app
     if verifier is not None:  # the caller the gate named, for the tools (current_caller); no request without one
         served = AuthContextMiddleware(Admitted(app, open_paths))
@@ -298,91 +289,16 @@ def create_http_app(
     return server, gate
 
 
-def bind(host: str, port: int) -> socket.socket:
-    """A socket listening on ``host``:``port`` (port 0: a free one).
-
-    Raises:
-        McpowerError: the address cannot be used (taken, not this machine's, not resolvable).
-    """
-    address = host.strip("[]")
-    # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on connections whose socket says TCP, and
-    # without it a response written in two parts waits for the client's delayed ACK (40 ms).
-    family = socket.AF_INET6 if ":" in address else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((address, port))
-    except OSError as e:
-        sock.close()
-        raise McpowerError(
-            f"cannot listen on {host} port {port}: {e.strerror or e}; "
-            "choose another --port, or an address of this machine for --host"
-        ) from None
-    return sock
-
-
-class _Uvicorn(uvicorn.Server):
-    """uvicorn, logging readiness as a JSON event, and exiting 0 after a graceful stop.
-
-    (uvicorn re-raises a caught SIGTERM once it has shut down, so the process would end by the
-    signal after all.)
-    """
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        if threading.current_thread() is not threading.main_thread():  # tests serve from a thread
-            yield
-            return
-        handled = (signal.SIGINT, signal.SIGTERM)
-        previous = {sig: signal.signal(sig, self.handle_exit) for sig in handled}
-        try:
-            yield
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
-
-    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        if not self.should_exit:
-            name = signal.Signals(sig).name
-            logger.info("server.shutdown", extra={"event": "server.shutdown", "signal": name})
-        super().handle_exit(sig, frame)
-
-    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        await super().startup(sockets)
-        if self.started and sockets:
-            host, port = sockets[0].getsockname()[:2]
-            logger.info(
-                "server.listening",
-                extra={"event": "server.listening", "host": host, "port": port, "url": mcp_url(host, port)},
-            )
-
-
-def http_server(app: ASGIApp, options: HttpOptions) -> uvicorn.Server:
+def http_server(
+    app: ASGIApp, options: HttpOptions, on_started: Callable[[str, int], object] | None = None
+) -> uvicorn.Server:
     """The uvicorn server for ``app`` (from :func:`create_http_app`) with the connection limits of
-    ``options``; ``run(sockets=[bind(...)])`` serves it."""
+    ``options``; ``run(sockets=[bind(...)])`` serves it, calling ``on_started(host, port)`` once it listens."""
     trusted = trusted_networks(options.trusted_proxies)
     protocol = GuardedH11Protocol.configured(
         options.header_timeout, options.drain_timeout, options.max_connections, options.connection_share, trusted
     )
-    config = uvicorn.Config(
-        app,
-        http=protocol,
-        # X-Forwarded-For names the client only when a trusted proxy sends it (uvicorn would trust any
-        # loopback client's, or FORWARDED_ALLOW_IPS from the environment): a client could pick its address.
-        proxy_headers=bool(trusted),
-        forwarded_allow_ips=[str(n) for n in trusted] or [],
-        ws="none",  # no WebSocket routes; an upgrade would leave the guarded protocol
-        lifespan="on",
-        # uvicorn's own bound, on connections or requests at once (503 past it): one above the
-        # guard's, so every connection it keeps is served, and requests whose clients left still count.
-        limit_concurrency=options.max_connections + 1,
-        timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
-        timeout_keep_alive=KEEP_ALIVE_S,
-        access_log=False,
-        log_config=None,  # our handlers (logging.py): JSON on stderr
-        server_header=False,
-    )
-    return _Uvicorn(config)
+    return ListeningServer(uvicorn_config(app, protocol, options.max_connections, trusted), on_started)
 
 
 def run_http(
@@ -390,10 +306,13 @@ def run_http(
     options: HttpOptions,
     tool_names: Literal["default", "seed"] = "default",
     on_listening: Callable[[WatchObserver | None], object] | None = None,
+    announce: Callable[[str, int], object] | None = None,
 ) -> None:
     """Serve over Streamable HTTP until SIGTERM or SIGINT; then drain and exit 0. ``on_listening``
     is called once the address is bound, before the first request is served, with what counts
     re-indexes (a watcher's ``on_event``: clients are told, and the metrics count it, if any).
+    Once the server listens, the query model starts warming (:func:`when_listening`) and
+    ``announce(host, port)`` says where it is served.
 
     Raises:
         McpowerError: before serving, when the address or the access settings cannot be used.
@@ -410,7 +329,7 @@ def run_http(
     if on_listening is not None:
         on_listening(server.changes.observer(metrics.watch_event if metrics is not None else None))
     try:
-        http_server(app, options).run(sockets=[sock])
+        http_server(app, options, partial(when_listening, server, announce)).run(sockets=[sock])
     finally:
         server.close()
         sock.close()
@@ -418,3 +337,14 @@ def run_http(
         sys.stderr.flush()
     # A search a departed client left running would hold the exit until it ends: not worth waiting for.
     os._exit(0)
+
+
+def when_listening(
+    server: KnowledgeServer, announce: Callable[[str, int], object] | None, host: str, port: int
+) -> None:
+    """What starts once the server listens, never before (``initialize`` must not wait for it): the
+    warm-up of the datasets and their query model in the background, so the first search (a web
+    page's too, which sends no MCP request) does not pay the model load; then the start message."""
+    server.warm.start()
+    if announce is not None:
+        announce(host, port)

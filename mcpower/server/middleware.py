@@ -20,18 +20,32 @@ MAX_RESOURCE_URI_CHARS = 4096
 
 
 class WarmUpAfterHandshake:
-    """Starts loading stores and the model once the handshake is done, off the initialize path."""
+    """Starts loading stores and the query model once the handshake is done, off the initialize
+    path (stdio, and an HTTP server's first MCP request); ``serve --http`` also calls :meth:`start`
+    once it listens, so a web page's first search does not pay the model load either."""
 
     def __init__(self, registry: Registry) -> None:
         self.registry = registry
         self.started = False
+        self._lock = threading.Lock()
 
     async def __call__(self, ctx: Any, call_next: Any) -> Any:
         result = await call_next(ctx)
         if not self.started and ctx.method != "initialize":
-            self.started = True
-            threading.Thread(target=self._warm, name="mcpower-warm-up", daemon=True).start()
+            self.start()
         return result
+
+    def start(self) -> threading.Thread | None:
+        """Start the warm-up in a background thread, once (later calls do nothing and return None).
+        It never blocks the caller; a dataset or model that fails is logged and left for its first
+        search to report, as without the warm-up."""
+        with self._lock:
+            if self.started:
+                return None
+            self.started = True
+        thread = threading.Thread(target=self._warm, name="mcpower-warm-up", daemon=True)
+        thread.start()
+        return thread
 
     def _warm(self) -> None:
         started = time.perf_counter()

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
+from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -22,12 +23,12 @@ from mcpower.server.auth.attempts import FailedAttempts
 from mcpower.server.auth.logins import PageSessions
 from mcpower.web.login import LOGIN_PATH, LOGOUT_PATH, WebDoor, login_routes
 from mcpower.web.pages import Pages
-from mcpower.web.render import STATIC_PREFIX, SecurityHeaders, static, static_paths
+from mcpower.web.render import STATIC_PREFIX, SecurityHeaders, error_page, static, static_paths
 
 if TYPE_CHECKING:
     from mcp.server.auth.provider import TokenVerifier
 
-__all__ = ["OPEN_PATHS", "PAGE_PATHS", "SEARCH_PATH", "SecurityHeaders", "WebDoor", "web_routes"]
+__all__ = ["OPEN_PATHS", "PAGE_PATHS", "SEARCH_PATH", "SecurityHeaders", "WebDoor", "serve_unrouted", "web_routes"]
 
 SEARCH_PATH = "/search"  # with a query q, a search: counted by the rate limiter's search cap
 PAGE_PATHS = ("/", SEARCH_PATH, "/doc")
@@ -58,3 +59,15 @@ def web_routes(
     routes.append(Route("/favicon.ico", static, methods=["GET"]))  # browsers ask for it whatever the page says
     door = WebDoor(paths=(*PAGE_PATHS, LOGIN_PATH, LOGOUT_PATH), page_paths=PAGE_PATHS, sessions=sessions)
     return routes, door
+
+
+def serve_unrouted(app: Starlette, door: WebDoor) -> None:
+    """Answer a path no route of ``app`` answers with the pages' 404 (the signed-in header and nav
+    included, or its JSON twin), accepting the sign-in session there as on the pages."""
+    door.routed = frozenset(path for route in app.routes if isinstance(path := getattr(route, "path", None), str))
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        message = "there is no page at this address: the datasets are at /, a search at /search"
+        return error_page(request, 404, "NOT_FOUND", message)
+
+    app.add_exception_handler(404, not_found)

@@ -56,12 +56,20 @@ _NOT_ACCEPTED = "That token is not accepted here. Check it and try again."
 
 class WebDoor:
     """What the gate asks of the web pages: the sign-in session in place of a bearer header on
-    ``paths``, and a redirect to the login form for a browser that has neither."""
+    ``paths`` (and on any path no route answers, so a signed-in browser's 404 page keeps its
+    header), and a redirect to the login form for a browser that has neither."""
 
     def __init__(self, paths: Collection[str], page_paths: Collection[str], sessions: PageSessions | None) -> None:
         self.paths = frozenset(paths)
         self.page_paths = frozenset(page_paths)
         self.sessions = sessions
+        # Every path the app routes (set once it is built): the session is never accepted on
+        # another door's (/mcp, /healthz, /metrics), only on the pages' and on unrouted ones.
+        self.routed: frozenset[str] | None = None
+
+    def covers(self, path: str) -> bool:
+        """Whether the sign-in session stands in for a bearer header on ``path``."""
+        return path in self.paths or (self.routed is not None and path not in self.routed)
 
     async def authenticate(self, scope: Scope) -> AccessToken | Refusal | None:
         """The caller the request's session cookie stands for; why not; None without a cookie."""
@@ -88,7 +96,12 @@ class WebDoor:
 
     def _browser_page(self, scope: Scope) -> bool:
         """Whether ``scope`` is a GET of a page, not of its JSON twin."""
-        if scope.get("method") not in ("GET", "HEAD") or scope.get("path") not in self.page_paths:
+        path = scope.get("path")
+        # A path no route answers is a page only to a browser (it asks for HTML); a program asking
+        # for one (an OAuth client probing metadata) gets the 401 that says what to send.
+        unrouted = self.routed is not None and path not in self.routed
+        html = "text/html" in Headers(scope=scope).get("accept", "")
+        if scope.get("method") not in ("GET", "HEAD") or (path not in self.page_paths and not (unrouted and html)):
             return False
         query = scope.get("query_string", b"").decode("latin-1")
         return "format=json" not in query.split("&")

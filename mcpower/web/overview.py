@@ -1,6 +1,7 @@
 """The datasets page's data: each dataset as ``knowledge_list_datasets`` and ``mcpower datasets``
 describe it (its :meth:`DatasetEntry.summary`), with what a person looking after it also needs:
-its source folder (relative, or redacted as clients see paths), size on disk, when it was created
+its source folder (the real one for the operator; for anyone else relative, or redacted as clients
+see paths), size on disk, when it was created
 and last re-indexed, and, for a dataset in error, its reason in plain words and the command that
 fixes it."""
 
@@ -94,9 +95,13 @@ def folder_size(folder: Path) -> int | None:
     return total
 
 
-def shown_folder(path: str, redactor: Redactor) -> str:
-    """A source folder as the page shows it: relative to the server's working folder when inside
-    it, otherwise as MCP clients are shown paths (``<datasets>/x``, ``~/x``, ``<path>``)."""
+def shown_folder(path: str, redactor: Redactor, reveal: bool = False) -> str:
+    """A source folder as the page shows it: as it is to the operator (``reveal``: the server's own
+    all-datasets token, or nobody authenticated on a loopback server — the user who started it);
+    otherwise relative to the server's working folder when inside it, else as MCP clients are
+    shown paths (``<datasets>/x``, ``~/x``, ``<path>``)."""
+    if reveal:
+        return path
     try:
         rel = Path(path).relative_to(Path.cwd())
     except (ValueError, OSError):
@@ -104,10 +109,11 @@ def shown_folder(path: str, redactor: Redactor) -> str:
     return str(rel) if str(rel) != "." else "."
 
 
-def origin_row(origin: Origin, redactor: Redactor) -> dict[str, Any]:
+def origin_row(origin: Origin, redactor: Redactor, reveal: bool = False) -> dict[str, Any]:
     """A fetched source as the page shows it: its address (a ``file://`` one's path redacted as
-    clients see paths), ref, commit, folder and when it was fetched."""
-    url = origin.url if not origin.url.startswith("file:") else "file://" + redactor.message(origin.url[7:])
+    clients see paths, but for the operator), ref, commit, folder and when it was fetched."""
+    local = origin.url.startswith("file:") and not reveal
+    url = "file://" + redactor.message(origin.url[7:]) if local else origin.url
     return {
         "kind": origin.kind,
         "url": url,
@@ -132,15 +138,18 @@ def _staleness(entry: DatasetEntry, source: str | None) -> tuple[bool | None, st
     return None, None
 
 
-def dataset_rows(registry: Registry, entries: list[DatasetEntry], redactor: Redactor, sizes: Sizes) -> dict[str, Any]:
-    """The datasets page's data (and its JSON twin's)."""
+def dataset_rows(
+    registry: Registry, entries: list[DatasetEntry], redactor: Redactor, sizes: Sizes, reveal: bool = False
+) -> dict[str, Any]:
+    """The datasets page's data (and its JSON twin's); ``reveal``: shown to the operator, with the
+    real source folders (:func:`shown_folder`)."""
     rows = []
     for e in entries:
         row: dict[str, Any] = redactor.payload(e.summary().model_dump(mode="json"))
         info = e.info
         source = info.source if info is not None and e.error is None else None
-        row["source"] = shown_folder(source.path, redactor) if source is not None else None
-        row["origin"] = origin_row(source.origin, redactor) if source is not None and source.origin else None
+        row["source"] = shown_folder(source.path, redactor, reveal) if source is not None else None
+        row["origin"] = origin_row(source.origin, redactor, reveal) if source is not None and source.origin else None
         row["created_at"] = info.created_at.isoformat() if info is not None and e.error is None else None
         row["size_bytes"] = sizes.of(e) if e.error is None else None
         row["watch_since"] = e.watch.since or None if e.watch else None

@@ -80,10 +80,15 @@ class Pages:
             return await self.server.answer(tool, arguments)
 
     async def datasets(self, request: Request) -> Response:
+        # The operator (the server's all-datasets token; nobody authenticated on a loopback server
+        # without tokens: the user who started it) sees the real source folders; any other caller
+        # sees them as MCP clients see paths.
+        reveal = callers.caller_from_scope(request.scope).name in (callers.OPERATOR, callers.LOCAL.name)
+
         def gather() -> dict[str, Any]:
             self.registry.scan()
             view = self._visible(request)
-            return dataset_rows(view, view.entries(), self.server.redactor, self.sizes)
+            return dataset_rows(view, view.entries(), self.server.redactor, self.sizes, reveal)
 
         try:
             data = await self._run(gather)

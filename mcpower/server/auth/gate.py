@@ -144,10 +144,11 @@ def refused(status: int, reason: str, scope: Scope, caller: str | None = None, *
 
 
 class Door(Protocol):
-    """Another door's say in authentication (the web pages, mcpower/web): on ``paths`` a sign-in
-    session stands in for a missing bearer header, and its own answers to refused requests."""
+    """Another door's say in authentication (the web pages, mcpower/web): on the paths it
+    ``covers`` a sign-in session stands in for a missing bearer header, and its own answers to
+    refused requests."""
 
-    paths: frozenset[str]
+    def covers(self, path: str) -> bool: ...
 
     async def authenticate(self, scope: Scope) -> AccessToken | Refusal | None: ...
 
@@ -240,7 +241,7 @@ class Gate:
             if isinstance(judged, Response):
                 return judged
             verdict = judged
-        elif self.door is not None and path in self.door.paths:  # a proxy's Basic header is not ours
+        elif self.door is not None and self.door.covers(path):  # a proxy's Basic header is not ours
             verdict = await self.door.authenticate(scope)
         if verdict is None:
             verdict = Refusal("wrong_scheme" if authorization is not None else "no_token")

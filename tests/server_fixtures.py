@@ -143,8 +143,12 @@ def corrupt_index(datasets: Path, dataset_id: str) -> Path:
 
 
 LAUNCHER = """\
+import signal
 import sys
 
+# Ctrl-C as in a terminal, whatever started the tests: a shell's background job (`pytest &`,
+# nohup) ignores SIGINT, the children inherit that, and a test's SIGINT would never arrive.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 sys.path[:0] = {paths!r}
 from conftest import FakeEmbedder
 

@@ -155,7 +155,8 @@ def test_ingest_code_watch_end_to_end_keeps_the_code_and_picks_up_an_edit(
         manifest = read_manifest(datasets_dir / "mixed2" / MANIFEST_NAME)
         assert manifest.counts.file_types == {".md": 1, ".py": 2}
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(60) == 0
+        # An ingest the edits started finishes first (watch/watcher.py): minutes on a loaded machine.
+        assert proc.wait(180) == 0
     finally:
         if proc.poll() is None:
             proc.kill()

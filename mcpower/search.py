@@ -173,6 +173,7 @@ def search(
     merged = list(heapq.merge(*lists, key=lambda t: (-t[0], t[1], t[2])))
     ranked = [(store_id, p) for _, store_id, _, p in merged if p.score >= min_score]
     sources = {s.info.id: s.info.source for s in stores}
+    unread = _read_texts(searched, ranked[offset : offset + k], notes, alone=dataset is not None)
     picked = [
         (
             store_id,
@@ -181,6 +182,7 @@ def search(
             url_of(sources[store_id], p.best.path),
         )
         for store_id, p in ranked[offset : offset + k]
+        if store_id not in unread
     ]
     meta = SearchMeta(
         datasets=[s.info.id for s in searched],
@@ -280,7 +282,7 @@ def _semantic_weights(store: Store, sides: _Sides, q: str, ids: list[int]) -> di
     candidates' languages come from their chunks, fetched once per query with the hits."""
 
     def languages_of(wanted: Sequence[int]) -> dict[int, str]:
-        sides.hits.update(store.chunks([i for i in wanted if i not in sides.hits]))
+        sides.hits.update(store.chunks([i for i in wanted if i not in sides.hits], text=False))
         return {i: sides.hits[i].language for i in wanted if i in sides.hits}
 
     e = store.info.embedding
@@ -303,10 +305,33 @@ def _hits(
     (priors.py); chunks fetched once per query, ids a damaged index invented dropped."""
 
     def fetch(ids: list[int]) -> dict[int, ChunkHit]:
-        sides.hits.update(store.chunks([i for i in ids if i not in sides.hits]))
+        sides.hits.update(store.chunks([i for i in ids if i not in sides.hits], text=False))
         return {i: sides.hits[i] for i in ids if i in sides.hits}
 
     return apply_priors(ranked, fetch, q, k, priors)
+
+
+def _read_texts(stores: list[Store], results: list[tuple[str, Passage]], notes: list[str], alone: bool) -> set[str]:
+    """The text of each result's best chunk, read now: candidates were ranked and grouped by place,
+    without their text (Store.chunks), so only the few results' texts are read. The datasets whose
+    texts could not be read (damage found now, in a search of every dataset: their results are left
+    out, with a note; searched ``alone``, the error is raised)."""
+    failed: set[str] = set()
+    for store in stores:
+        mine = [p for store_id, p in results if store_id == store.info.id and not p.best.text]
+        try:
+            full = store.chunks([p.best.id for p in mine]) if mine else {}
+        except DatasetUnavailableError as e:
+            if alone:
+                raise
+            failed.add(store.info.id)
+            notes.append(f"dataset {store.info.id!r} skipped ({e.code}): {e.message}")
+            continue
+        for p in mine:
+            hit = full.get(p.best.id)
+            if hit is not None:  # else a chunk gone since (a damaged index): its text stays empty
+                p.chunks[p.chunks.index(p.best)] = p.best = hit
+    return failed
 
 
 def _snippet_terms(query: str, info: DatasetInfo) -> list[str]:

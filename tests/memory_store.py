@@ -12,7 +12,7 @@ import threading
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -120,8 +120,8 @@ class MemoryStore:
             len(ids), self.info.embedding.dimension
         )
 
-    def chunks(self, ids: Sequence[int]) -> dict[int, ChunkHit]:
-        return {i: self._hits[i] for i in ids if i in self._hits}
+    def chunks(self, ids: Sequence[int], text: bool = True) -> dict[int, ChunkHit]:
+        return {i: self._hits[i] if text else replace(self._hits[i], text="") for i in ids if i in self._hits}
 
     def neighbors(self, hit: ChunkHit, before: int, after: int) -> list[ChunkHit]:
         same = [h for h in self._hits.values() if h.document_id == hit.document_id]

@@ -147,6 +147,33 @@ def test_a_known_folder_is_named_only_as_a_whole_path_part(monkeypatch: pytest.M
     assert redact.message("mcpower://home/al/x.md and /etc") == "mcpower://home/al/x.md and /etc"
 
 
+def test_a_tool_results_text_copy_is_redacted_whether_or_not_it_repeats_the_structured_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The text copy is checked against the structured one by a dump (issue 30.1): a copy that repeats
+    # it is kept as written, one that says anything else is still read and redacted on its own.
+    from mcpower.server.responses import Redactor
+
+    monkeypatch.setenv("HOME", "/home/al")
+    redact = Redactor([("/srv/data", "<datasets>")])
+    clean = {"status": "ok", "results": [{"path": "a.md", "snippet": "x", "score": 0.5}], "meta": {"notes": []}}
+    dirty = {"status": "ok", "meta": {"notes": ["read /srv/data/docs/x.db"]}}
+
+    assert redact.payload(clean) is clean  # nothing to take out: the same object, not a copy
+    assert redact.payload(dirty) is not dirty and redact.payload(dirty)["meta"]["notes"] == [
+        "read <datasets>/docs/x.db"
+    ]
+    same = {"content": [{"type": "text", "text": json.dumps(clean, ensure_ascii=False)}], "structuredContent": clean}
+    assert redact.tool_result(same)["content"][0]["text"] == json.dumps(clean, ensure_ascii=False)
+    other = {**dirty, "meta": {"notes": ["see /home/al/secret and /srv/data/docs"]}}
+    differs = {"content": [{"type": "text", "text": json.dumps(other)}], "structuredContent": clean}
+    text = redact.tool_result(differs)["content"][0]["text"]
+    assert json.loads(text)["meta"]["notes"] == ["see ~/secret and <datasets>/docs"]
+    made = {"content": [{"type": "text", "text": json.dumps(dirty, ensure_ascii=False)}], "structuredContent": dirty}
+    out = redact.tool_result(made)
+    assert json.loads(out["content"][0]["text"]) == out["structuredContent"] == redact.payload(dirty)
+
+
 @pytest.mark.anyio
 async def test_an_unexpected_error_is_answered_without_its_paths(
     ingested: tuple[Path, Registry], monkeypatch: pytest.MonkeyPatch

@@ -19,6 +19,7 @@ from mcpower.defaults import DEFAULT_MODEL, MULTILINGUAL_MODEL
 from mcpower.embedding import packaged
 from mcpower.ingestion import IngestOptions, ingest
 from mcpower.manifest import read_manifest
+from mcpower.ranking import SEMANTIC_WEIGHT, fuse
 from mcpower.registry import Registry
 from mcpower.search import search
 
@@ -130,7 +131,8 @@ def test_the_semantic_weight_follows_what_the_model_reads() -> None:
     # words, for every chunk alike (the book's stray English chunks are not lifted above it).
     e5 = MULTILINGUAL_MODEL
     book = {"ja": 40, "en": 5}
-    assert coverage.semantic_weights(e5, None, book, "強制終了", [1, 5], never, 0.5, lambda q: "ja") is None
+    own = coverage.semantic_weight(e5, 0.5)
+    assert coverage.semantic_weights(e5, None, book, "強制終了", [1, 5], never, 0.5, lambda q: "ja") == {1: own, 5: own}
     assert coverage.semantic_weights(e5, None, book, "kill a frozen program", [1, 5], never, 0.5) == {
         1: cross,
         5: cross,
@@ -140,9 +142,41 @@ def test_the_semantic_weight_follows_what_the_model_reads() -> None:
         1: cross,
         4: cross,
     }
-    assert coverage.semantic_weights(e5, None, german, "Paket bauen", [1, 4], never, 0.5, lambda q: "de") is None
+    assert coverage.semantic_weights(e5, None, german, "Paket bauen", [1, 4], never, 0.5, lambda q: "de") == {
+        1: own,
+        4: own,
+    }
     # A question too short to tell its language from the book's, in the same script: as usual.
-    assert coverage.semantic_weights(e5, None, german, "dh_make", [1, 4], never, 0.5, lambda q: "und") is None
+    assert coverage.semantic_weights(e5, None, german, "dh_make", [1, 4], never, 0.5, lambda q: "und") == {
+        1: own,
+        4: own,
+    }
+
+
+def test_the_multilingual_model_weighs_meaning_more_and_the_english_model_is_untouched() -> None:
+    """multilingual-e5-small's own-language questions weigh its cosine 0.6 (swept on the three judged
+    books); the English model keeps ranking.SEMANTIC_WEIGHT, so English datasets rank bit for bit as
+    before: no weights at all (fuse's default), for every question the model reads."""
+
+    def never(ids: Sequence[int]) -> dict[int, str]:
+        raise AssertionError("chunk languages looked up although nothing differs")
+
+    assert coverage.semantic_weight(MULTILINGUAL_MODEL, SEMANTIC_WEIGHT) == 0.6 > SEMANTIC_WEIGHT
+    assert coverage.semantic_weight(DEFAULT_MODEL, SEMANTIC_WEIGHT) == SEMANTIC_WEIGHT
+    assert coverage.semantic_weight("some/model", SEMANTIC_WEIGHT) == SEMANTIC_WEIGHT
+    english = {"en": 90, "und": 3}
+    for q in ("install the package", "how do I reboot", "dh_make"):
+        assert coverage.semantic_weights(DEFAULT_MODEL, ("en",), english, q, [1, 2], never, SEMANTIC_WEIGHT) is None
+    german = {"de": 40, "en": 5}
+    w = coverage.semantic_weights(
+        MULTILINGUAL_MODEL, None, german, "Paket bauen", [1, 2], never, SEMANTIC_WEIGHT, lambda q: "de"
+    )
+    assert w == {1: 0.6, 2: 0.6}
+    # Ranked: a chunk better by meaning, worse by words, overtakes at 0.6 where 0.5 kept it second.
+    cos, bm = {1: 0.87, 2: 0.83}, {1: 16.0, 2: 48.0}
+    scale = coverage.cosine_scale(MULTILINGUAL_MODEL)
+    assert [i for i, _ in fuse("hybrid", cos, bm, None, scale)] == [2, 1]
+    assert [i for i, _ in fuse("hybrid", cos, bm, w, scale)] == [1, 2]
 
 
 class EnglishOnly(FakeEmbedder):

@@ -157,7 +157,8 @@ def test_the_wrapper_sees_parser_imports() -> None:
 # ---------------------------------------------------------------- `serve --stdio` before the handshake
 
 # What a server must not load before it answers initialize (without --watch or a Milvus URI): the
-# stores, the model and the watcher load after the handshake, in the warm-up thread or on demand.
+# stores, the model and the watcher load after the handshake, in the warm-up thread or on demand;
+# so does the core's search module (mcpower.search, with mcpower.coverage and the rest it imports).
 SERVER_HEAVY = (
     "numpy",
     "faiss",
@@ -168,6 +169,7 @@ SERVER_HEAVY = (
     "jinja2",
     "prometheus_client",
     "protego",
+    "rich",  # the SDK's own log handler: the CLI has configured logging already (server/app.py)
     *HEAVY,
 )
 # Runs `mcpower ARGS...`; as the server ends (with os._exit), writes what it had imported to stderr.
@@ -177,7 +179,8 @@ heavy = json.loads(sys.argv.pop(1))
 exit_now = os._exit
 
 def report_and_exit(code):
-    loaded = sorted(m for m in sys.modules if m.split(".")[0] in heavy or m.startswith(("mcpower.store.milvus", "mcpower.web")))
+    loaded = sorted(m for m in sys.modules if m.split(".")[0] in heavy or m in ("mcpower.search", "mcpower.coverage")
+                    or m.startswith(("mcpower.store.milvus", "mcpower.web")))
     os.write(2, ("LOADED " + json.dumps(loaded) + "\\n").encode())
     exit_now(code)
 
@@ -222,6 +225,30 @@ def test_serve_stdio_answers_initialize_before_loading_anything_heavy(tmp_path: 
     loaded = json.loads(reports[0][len("LOADED ") :])
     assert "mcpower.server.app" not in sdk and "numpy" not in sdk  # the SDK alone loads none of these
     assert [m for m in loaded if m not in sdk] == []
+    assert "rich" in sdk and "rich" not in loaded  # a bare MCPServer builds a rich handler; ours does not
+
+
+def test_the_sdk_configures_logging_only_where_nobody_has(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rich handler is skipped only when the root logger has a handler (the CLI's): a library
+    caller with none still gets the SDK's logging, and the SDK's function is put back either way."""
+    import logging
+
+    from mcp.server.mcpserver import server as sdk_server
+
+    from mcpower.server.app import sdk_logging_kept
+
+    calls: list[str] = []
+    monkeypatch.setattr(sdk_server, "configure_logging", lambda level="INFO": calls.append(level))
+    original = sdk_server.configure_logging
+    root = logging.getLogger()
+    monkeypatch.setattr(root, "handlers", [logging.NullHandler()])
+    with sdk_logging_kept():
+        sdk_server.configure_logging("INFO")
+    monkeypatch.setattr(root, "handlers", [])
+    with sdk_logging_kept():
+        sdk_server.configure_logging("DEBUG")
+
+    assert calls == ["DEBUG"] and sdk_server.configure_logging is original
 
 
 def test_the_serve_report_sees_heavy_imports(tmp_path: Path, datasets: Path) -> None:
@@ -242,7 +269,8 @@ def test_the_serve_report_sees_heavy_imports(tmp_path: Path, datasets: Path) -> 
 
     assert not result.get("isError"), result
     reports = [line.decode() for line in server.stderr_lines if line.startswith(b"LOADED ")]
-    assert "numpy" in json.loads(reports[0][len("LOADED ") :])
+    loaded = json.loads(reports[0][len("LOADED ") :])
+    assert "numpy" in loaded and "mcpower.search" in loaded and "mcpower.coverage" in loaded
 
 
 # ---------------------------------------------------------------- the command line builds one command

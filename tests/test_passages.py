@@ -26,6 +26,7 @@ from mcpower.registry import Registry
 from mcpower.results import SearchResult
 from mcpower.search import get_source, resolve, search
 from mcpower.store import ChunkHit
+from mcpower.store.local import places as places_module
 
 
 def chunk(doc: int, ordinal: int, lines: tuple[int, int], heading: str = "Doc > Part", cid: int = 0) -> ChunkHit:
@@ -354,3 +355,82 @@ def test_a_dataset_where_nothing_matches_is_not_lifted() -> None:
     # Above the line, a dataset's best is lifted to meet the others' bests.
     assert across_datasets("hybrid", 0.35, 0.35) > across_datasets("hybrid", 0.45, 0.6)
     assert across_datasets("hybrid", line, line) == pytest.approx((line + 1) / 2)
+
+
+@pytest.mark.parametrize("held", [True, False], ids=["places-in-memory", "places-from-sqlite"])
+def test_candidates_are_ranked_without_their_text_and_the_results_are_the_same(
+    cookies: Registry, monkeypatch: pytest.MonkeyPatch, held: bool
+) -> None:
+    # A search ranks and groups ~50 candidates by place (issue 30.1): only its results' text is read,
+    # and every list (grouped or not, any page) is what reading every candidate's text gave; the same
+    # whether the dataset's places are held in memory (a small one) or read from SQLite (a big one).
+    if not held:
+        monkeypatch.setattr(places_module, "MAX_PLACES_CHUNKS", 0)
+    store = cookies.store("web")
+    store._places.load()  # type: ignore[attr-defined]  # now, not after a few searches on its own thread
+    assert (store._places.table() is not None) == held  # type: ignore[attr-defined]
+    real = store.chunks
+    read_with_text: list[int] = []
+    every_text = False
+
+    def chunks(ids: list[int], text: bool = True) -> dict[int, ChunkHit]:
+        if text or every_text:
+            read_with_text.extend(ids)
+        return real(ids, text=text or every_text)
+
+    monkeypatch.setattr(store, "chunks", chunks)
+
+    def lists() -> list[list[dict[str, object]]]:
+        out = []
+        for query in ("walrus cookie set_cookie", "gardening item", "walrus note"):
+            for mode in ("hybrid", "keyword"):
+                for group in ("passages", "none"):
+                    for top_k, offset in ((5, None), (3, 2), (10, None)):
+                        read_with_text.clear()
+                        r = search(cookies, query, dataset="web", top_k=top_k, mode=mode, group=group, offset=offset)
+                        out.append([x.model_dump() for x in r.results])
+                        if not every_text:
+                            assert len(read_with_text) <= len(r.results), (query, mode, group, top_k)
+                            assert all(x.snippet for x in r.results)
+        return out
+
+    places = lists()
+    every_text = True
+    assert places == lists() and any(len(x) >= 5 for x in places)
+
+
+def test_a_republished_dataset_answers_with_its_new_text(
+    tmp_path: Path, datasets_dir: Path, make_registry: Callable[[], Registry]
+) -> None:
+    source = write_files(
+        tmp_path / "src", {"a.md": "# A\n\nThe walrus sleeps on the ice.\n", "b.md": "# B\n\nOther.\n"}
+    )
+    ingest(source, datasets_dir, IngestOptions(dataset_id="web"), embedder=FakeEmbedder())
+    registry = make_registry()
+    assert "sleeps" in search(registry, "walrus", dataset="web").results[0].snippet
+
+    (source / "a.md").write_text("# A\n\nThe walrus swims under the ice.\n", encoding="utf-8")
+    ingest(source, datasets_dir, IngestOptions(dataset_id="web"), embedder=FakeEmbedder())
+
+    first = search(registry, "walrus", dataset="web").results[0]
+    assert "swims" in first.snippet and "sleeps" not in first.snippet
+
+
+def test_a_one_off_search_reads_no_places_and_a_served_dataset_reads_them_once(
+    cookies: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The places table costs ~10 ms a thousand chunks: `mcpower search` (one search) must not pay it;
+    # a store asked again reads it once, on a thread of its own (run here at once, in this thread).
+    started: list[str] = []
+
+    def at_once(work: Callable[[], None]) -> None:
+        started.append("places")
+        work()
+
+    monkeypatch.setattr(places_module, "in_background", at_once)
+    search(cookies, "walrus cookie", dataset="web")
+    assert started == []
+    for _ in range(places_module.LOAD_AFTER):
+        search(cookies, "walrus cookie", dataset="web")
+    assert started == ["places"]
+    assert cookies.store("web")._places.table() is not None  # type: ignore[attr-defined]

@@ -550,7 +550,7 @@ def test_a_dataset_found_damaged_during_a_search_of_all_is_left_out(
         "other: v1/meta.sqlite is not a readable SQLite database (database disk image is malformed)"
     )
 
-    def chunks(ids: object) -> object:
+    def chunks(ids: object, text: bool = True) -> object:
         raise damaged
 
     monkeypatch.setattr(registry.store("other"), "chunks", chunks)

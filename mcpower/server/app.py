@@ -10,13 +10,17 @@ client's buffer overflows on one message.
 from __future__ import annotations
 
 import logging
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import PurePosixPath
 from typing import Any, Literal
 from urllib.parse import unquote
 
 from mcp.server import MCPServer
 from mcp.server.lowlevel.helper_types import ReadResourceContents
+from mcp.server.mcpserver import server as sdk_server
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp.types import Resource as MCPResource
@@ -40,6 +44,28 @@ __all__ = ["TOOL_NAMES", "KnowledgeServer", "create_server"]  # TOOL_NAMES: tool
 logger = logging.getLogger(__name__)
 
 
+SDK_HOOK = "configure_logging"  # what MCPServer.__init__ calls, in the SDK's server module
+SDK_LOGGING = threading.Lock()  # two servers built at once must not restore each other's stand-in
+
+
+@contextmanager
+def sdk_logging_kept() -> Iterator[None]:
+    """MCPServer.__init__ calls the SDK's configure_logging, which imports rich (~0.02 s of every
+    start, more under load) to build a handler for ``logging.basicConfig`` — a call that does nothing
+    once the root logger has a handler, as it has under the CLI (cli/common.py). Skip it then; with
+    no handler yet (a library caller), the SDK configures logging as it always did."""
+    configure = getattr(sdk_server, SDK_HOOK, None)
+    if configure is None or not logging.getLogger().handlers:
+        yield
+        return
+    with SDK_LOGGING:
+        setattr(sdk_server, SDK_HOOK, lambda *args, **kwargs: None)
+        try:
+            yield
+        finally:
+            setattr(sdk_server, SDK_HOOK, configure)
+
+
 class KnowledgeServer(MCPServer):
     """MCPServer that turns our errors into coded isError results and lists documents as resources.
 
@@ -47,7 +73,8 @@ class KnowledgeServer(MCPServer):
     """
 
     def __init__(self, registry: Registry, workers: Workers, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+        with sdk_logging_kept():
+            super().__init__(**kwargs)
         self.tools: dict[str, Tool] = {tool.name: tool for tool in kwargs.get("tools") or []}
         self.registry = registry
         self.workers = workers

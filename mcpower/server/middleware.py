@@ -49,6 +49,8 @@ class WarmUpAfterHandshake:
 
     def _warm(self) -> None:
         started = time.perf_counter()
+        import mcpower.search  # noqa: F401  the tools' core, deferred past initialize (tools.py)
+
         self.registry.warm_up()
         logger.info(
             "server.warm",

@@ -74,15 +74,17 @@ class Redactor:
 
     def payload(self, value: Any, key: str = "") -> Any:
         """A JSON value with every string redacted: document data (by its key) by :meth:`folders`,
-        the rest by :meth:`message`."""
+        the rest by :meth:`message`. A value with nothing to redact comes back as the same object
+        (what the text copy of a tool result is checked by)."""
         if isinstance(value, str):
-            if key in _DOCUMENT_KEYS:
-                return self.folders(value)
-            return self.message(value)
+            text = self.folders(value) if key in _DOCUMENT_KEYS else self.message(value)
+            return value if text == value else text
         if isinstance(value, dict):
-            return {k: v if k in _SCHEMA_KEYS else self.payload(v, str(k)) for k, v in value.items()}
+            out = {k: v if k in _SCHEMA_KEYS else self.payload(v, str(k)) for k, v in value.items()}
+            return value if all(out[k] is v for k, v in value.items()) else out
         if isinstance(value, list):
-            return [self.payload(v, key) for v in value]
+            items = [self.payload(v, key) for v in value]
+            return value if all(a is b for a, b in zip(items, value, strict=True)) else items
         return value
 
     def tool_result(self, result: dict[str, Any]) -> dict[str, Any]:
@@ -102,6 +104,10 @@ class Redactor:
         if not (isinstance(item, dict) and item.get("type") == "text" and isinstance(item.get("text"), str)):
             return self.payload(item)
         text = item["text"]
+        # Nothing to take out of the structured copy, and the text is its JSON as json_result writes
+        # it (the common case: one dump, not a parse, a deep comparison and a dump).
+        if redacted is structured is not None and text == json.dumps(structured, ensure_ascii=False):
+            return {**self.payload({k: v for k, v in item.items() if k != "text"}), "text": text}
         try:
             data = json.loads(text) if text[:1] in ("{", "[") else None
         except ValueError:

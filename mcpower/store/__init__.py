@@ -19,8 +19,8 @@ import hashlib
 import logging
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, Protocol
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from mcpower.analysis.languages import UNDETERMINED
 from mcpower.errors import InvalidManifestError, McpowerError
@@ -106,6 +106,17 @@ class ChunkHit:
     page_end: int | None = None
     language: str = UNDETERMINED  # as ChunkRow.language
 
+    @classmethod
+    def of_row(cls, row: Sequence[Any]) -> ChunkHit:
+        """The hit of a row holding every field in order: what ``ChunkHit(*row)`` makes, in half the
+        time (a frozen dataclass's __init__ sets its 16 fields one call each; a search reads ~100 rows)."""
+        hit = object.__new__(cls)
+        hit.__dict__.update(zip(_HIT_FIELDS, row, strict=True))
+        return hit
+
+
+_HIT_FIELDS = tuple(f.name for f in fields(ChunkHit))
+
 
 @dataclass(frozen=True)
 class DocumentSummary:
@@ -172,8 +183,10 @@ class Store(Protocol):
         """The stored unit vectors of these chunk ids, in order, shape (len(ids), dimension)."""
         ...
 
-    def chunks(self, ids: Sequence[int]) -> dict[int, ChunkHit]:
-        """The chunks with these ids (unknown ids are simply absent)."""
+    def chunks(self, ids: Sequence[int], text: bool = True) -> dict[int, ChunkHit]:
+        """The chunks with these ids (unknown ids are simply absent). Without ``text`` a store may
+        leave each chunk's text '' where reading it costs more than reading the few chosen again:
+        a search ranks and groups its candidates by place, then reads the text of the results."""
         ...
 
     def neighbors(self, hit: ChunkHit, before: int, after: int) -> list[ChunkHit]:

@@ -103,10 +103,14 @@ _HIT_SOURCES = {
 }
 
 
-def hit_sql(missing: frozenset[str] = frozenset()) -> str:
-    """SELECT of :class:`ChunkHit` rows (``missing`` as in :func:`select_sql`)."""
+def hit_sql(missing: frozenset[str] = frozenset(), text: bool = True) -> str:
+    """SELECT of :class:`ChunkHit` rows (``missing`` as in :func:`select_sql`); without ``text``, each
+    chunk's text reads as '' (ranking and grouping decide by place; only the chosen need their text)."""
     sources = [
-        _HIT_SOURCES.get(name, OPTIONAL_COLUMNS[name] if name in missing else "c." + name) for name in columns(ChunkHit)
+        "''"
+        if name == "text" and not text
+        else _HIT_SOURCES.get(name, OPTIONAL_COLUMNS[name] if name in missing else "c." + name)
+        for name in columns(ChunkHit)
     ]
     return f"SELECT {', '.join(sources)} FROM {CHUNKS} c JOIN {DOCUMENTS} d ON d.id = c.document_id"
 

@@ -28,6 +28,7 @@ from mcpower.store.faiss_file import check_index_file
 from mcpower.store.local.filters import FilterCache
 from mcpower.store.local.fts import query_phrases
 from mcpower.store.local.keyword import COLUMN_WEIGHTS, chunk_ids, read_postings_by_term
+from mcpower.store.local.places import Places, read_rows
 from mcpower.store.local.pool import ConnectionPool
 from mcpower.store.local.postings import PostingsCache, RankedMatches, fts_postings, postings_of
 from mcpower.store.local.schema import (
@@ -79,6 +80,8 @@ class LocalStore:
         # Chunk columns a database written before them lacks (pages, language): read as their defaults.
         self._missing = missing
         self._hit_sql = hit_sql(missing)
+        self._place_sql = hit_sql(missing, text=False)  # the same rows without their text
+        self._places = Places(len(ids), read_rows(self._db.connection, self._place_sql))  # a small dataset's, in memory
         self._filters = FilterCache(ids, self._db)  # the chunks each recent filter allows
         self._postings_cache = PostingsCache()  # the common terms' long postings, once read
         # The languages a query is analysed under (the dataset's), or None: the keyword index was
@@ -151,14 +154,18 @@ class LocalStore:
 
     # -- lookups
 
-    def chunks(self, ids: Sequence[int]) -> dict[int, ChunkHit]:
-        """The chunks with these ids (unknown ids are simply absent)."""
+    def chunks(self, ids: Sequence[int], text: bool = True) -> dict[int, ChunkHit]:
+        """The chunks with these ids (unknown ids are simply absent); without ``text``, their text is ''."""
         if not ids:
             return {}
+        places = None if text else self._places.table()
+        if places is not None:
+            return {i: places[i] for i in ids if i in places}
         marks = ",".join("?" * len(ids))
+        sql = self._hit_sql if text else self._place_sql
         with self._db.connection() as db:
-            rows = db.execute(f"{self._hit_sql} WHERE c.id IN ({marks})", list(ids)).fetchall()
-        return {hit.id: hit for hit in (ChunkHit(*r) for r in rows)}
+            rows = db.execute(f"{sql} WHERE c.id IN ({marks})", list(ids)).fetchall()
+        return {hit.id: hit for hit in map(ChunkHit.of_row, rows)}
 
     def neighbors(self, hit: ChunkHit, before: int, after: int) -> list[ChunkHit]:
         """The chunks of ``hit``'s document from ``before`` ahead of it to ``after`` behind it, in order."""
@@ -167,7 +174,7 @@ class LocalStore:
                 f"{self._hit_sql} WHERE c.document_id = ? AND c.ordinal BETWEEN ? AND ? ORDER BY c.ordinal",
                 (hit.document_id, hit.ordinal - before, hit.ordinal + after),
             ).fetchall()
-        return [ChunkHit(*r) for r in rows]
+        return [ChunkHit.of_row(r) for r in rows]
 
     def chunk_count(self, document_id: int) -> int:
         with self._db.connection() as db:

@@ -212,8 +212,9 @@ class MilvusStore:
         zero = np.zeros(dim, dtype=np.float32)
         return np.vstack([found.get(int(i), zero) for i in ids]).astype(np.float32)
 
-    def chunks(self, ids: Sequence[int]) -> dict[int, ChunkHit]:
-        """The rows of ``ids``, read by a vector search filtered to them: milvus-lite answers a
+    def chunks(self, ids: Sequence[int], text: bool = True) -> dict[int, ChunkHit]:
+        """The rows of ``ids``, always with their text (a second round trip for the results' text
+        would cost more than reading it with the rows), read by a vector search filtered to them: milvus-lite answers a
         primary-key ``query`` by scanning every row (13-16 ms at 100k chunks), a filtered search in
         2-3 ms. Rows the search did not return (an approximate index on a server may skip some)
         are then asked of ``query``."""

@@ -15,7 +15,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from mcpower.defaults import (
-    DEFAULT_BACKEND,
     DEFAULT_DATASETS_DIR,
     DEFAULT_EMBEDDING_STORE_MB,
     DEFAULT_HTTP_HOST,
@@ -57,7 +56,8 @@ class Settings(BaseModel):
     datasets_dir: Path = Field(DEFAULT_DATASETS_DIR, description="where datasets live")
     # None: a plain ingest chooses by the documents' languages (mcpower/model_choice.py).
     model: str | None = Field(None, description="embedding model for new datasets")
-    backend: Backend = Field(DEFAULT_BACKEND, description="ingest embedding backend")
+    # None: an ingest keeps the previous version's backend, else DEFAULT_BACKEND (ingest_types.py).
+    backend: Backend | None = Field(None, description="ingest embedding backend")
     cache_dir: Path = Field(default_factory=default_cache_dir, description="where derived files are cached")
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["json", "text"] = "json"

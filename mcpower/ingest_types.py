@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from mcpower import embedding
-from mcpower.defaults import DEFAULT_BACKEND, DEFAULT_CHUNK_TOKENS, DEFAULT_OVERLAP
+from mcpower.defaults import DEFAULT_CHUNK_TOKENS, DEFAULT_OVERLAP
 from mcpower.discover import DEFAULT_MAX_FILE_BYTES
 from mcpower.duplicates import Duplicate
 from mcpower.manifest import Origin, SourceInfo
@@ -33,7 +33,9 @@ class IngestOptions:
     # config_sentence_transformers.json), else the previous version's if it used this model.
     query_prompt: str | None = None
     document_prompt: str | None = None
-    backend: str = DEFAULT_BACKEND
+    # None: the previous version's backend if it used the same model (an int8 dataset stays int8: its
+    # vectors are compared only with vectors of its own precision), else DEFAULT_BACKEND.
+    backend: str | None = None
     cache_dir: Path | None = None  # where ONNX exports are cached (default: config.default_cache_dir())
     chunk_tokens: int = DEFAULT_CHUNK_TOKENS
     overlap: int = DEFAULT_OVERLAP

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 from mcpower import embedding
 from mcpower.coverage import reads
-from mcpower.defaults import DEFAULT_MODEL, MULTILINGUAL_MODEL
+from mcpower.defaults import DEFAULT_BACKEND, DEFAULT_MODEL, MULTILINGUAL_MODEL
 from mcpower.discover import SourceFile, read_document
 
 if TYPE_CHECKING:
@@ -86,7 +86,18 @@ def load_for_ingest(
         model = choice.model
         report.model_reason = choice.reason
         report.notes.extend(choice.notes)
-    return prompted(embedding.load_embedder(model, opts.backend, opts.cache_dir), opts, prev)
+    return prompted(embedding.load_embedder(model, ingest_backend(model, opts, prev), opts.cache_dir), opts, prev)
+
+
+def ingest_backend(model: str, opts: IngestOptions, prev: DatasetInfo | None) -> str:
+    """``opts.backend``, else the previous version's when it used ``model`` (and not ``opts.full``):
+    updating a dataset keeps the precision its vectors were made in (int8 stays int8, fp32 stays
+    fp32), else the default backend."""
+    if opts.backend is not None:
+        return opts.backend
+    if prev is not None and not opts.full and prev.embedding.model == model:
+        return prev.embedding.backend
+    return DEFAULT_BACKEND
 
 
 def prompted(emb: embedding.Embedder, opts: IngestOptions, prev: DatasetInfo | None) -> embedding.Embedder:

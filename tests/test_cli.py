@@ -154,6 +154,30 @@ def test_ingest_passes_the_options(corpus: Path, datasets_dir: Path, fake_embedd
     assert fake_embedder.load_calls == [("my-model", "onnx-int8")]  # type: ignore[attr-defined]
 
 
+def test_a_plain_ingest_keeps_the_datasets_backend_and_the_environment_overrides_it(
+    corpus: Path, datasets_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mcpower import embedding
+
+    calls: list[str] = []
+
+    def load(model: str, backend: str, cache_dir: Path | None = None) -> FakeEmbedder:
+        calls.append(backend)
+        fake = FakeEmbedder()
+        fake.backend = backend
+        return fake
+
+    monkeypatch.setattr(embedding, "load_embedder", load)
+    args = ("ingest", corpus, "--id", "docs", "--model", FakeEmbedder.model_name, "--datasets-dir", datasets_dir, "-q")
+
+    assert invoke(*args, "--backend", "onnx-int8").exit_code == 0
+    assert invoke(*args).exit_code == 0
+    assert invoke(*args, env={"MCPOWER_BACKEND": "onnx"}).exit_code == 0
+
+    assert calls == ["onnx-int8", "onnx-int8", "onnx"]
+    assert read_manifest(datasets_dir / "docs" / MANIFEST_NAME).embedding.backend == "onnx"
+
+
 def test_ingest_reads_the_datasets_dir_from_the_environment(corpus: Path, datasets_dir: Path) -> None:
     result = invoke("ingest", corpus, "--id", "docs", "-q", env={"MCPOWER_DATASETS_DIR": str(datasets_dir)})
 

@@ -560,6 +560,42 @@ def test_ingest_loads_the_embedder_when_none_is_given(
     assert len(fake_embedder.embedded) == report.embedded
 
 
+def test_an_update_keeps_the_backend_its_dataset_was_built_with(
+    corpus: Path, datasets_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """int8 and fp32 vectors are never mixed: a plain update of an int8 dataset embeds in int8 and
+    reuses its vectors; naming another backend rebuilds it whole in that precision."""
+    from mcpower import embedding
+
+    calls: list[str] = []
+
+    def load(
+        model: str = embedding.DEFAULT_MODEL, backend: str = "onnx", cache_dir: Path | None = None
+    ) -> FakeEmbedder:
+        calls.append(backend)
+        fake = FakeEmbedder()
+        fake.backend = backend
+        return fake
+
+    monkeypatch.setattr(embedding, "load_embedder", load)
+    opts = {"dataset_id": "docs", "model": FakeEmbedder.model_name}
+    ingest(corpus, datasets_dir, IngestOptions(**opts, backend="onnx-int8"))
+    (corpus / "guide" / "install.md").write_text("# Installation\n\nA changed page about zephyrine.\n")
+
+    kept = ingest(corpus, datasets_dir, IngestOptions(**opts))
+    assert calls == ["onnx-int8", "onnx-int8"]
+    assert kept.full_rebuild is False and kept.rebuild_reason == ""
+    assert read_manifest(datasets_dir / "docs" / MANIFEST_NAME).embedding.backend == "onnx-int8"
+
+    switched = ingest(corpus, datasets_dir, IngestOptions(**opts, backend="onnx"))
+    assert calls[-1] == "onnx" and switched.full_rebuild is True
+    assert switched.rebuild_reason == "the model or chunking settings changed"
+    assert read_manifest(datasets_dir / "docs" / MANIFEST_NAME).embedding.backend == "onnx"
+
+    ingest(corpus, datasets_dir, IngestOptions(dataset_id="new", model=FakeEmbedder.model_name))
+    assert calls[-1] == "onnx"  # a new dataset: the default (fp32)
+
+
 # ------------------------------------------------------------------ discovery
 
 

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from mcpower.cli.common import DatasetsDir, JsonFlag, print_json, settings, setup_logging
-from mcpower.defaults import BACKENDS
+from mcpower.defaults import BACKENDS, DEFAULT_BACKEND
 
 
 def import_(
@@ -44,7 +44,13 @@ def import_(
     setup_logging()
     s = settings(datasets_dir=datasets_dir, backend=backend)
     report = import_original(
-        path, s.datasets_dir, dataset_id, re_embed=re_embed, backend=s.backend, cache_dir=s.cache_dir, wait=wait
+        path,
+        s.datasets_dir,
+        dataset_id,
+        re_embed=re_embed,
+        backend=s.backend or DEFAULT_BACKEND,
+        cache_dir=s.cache_dir,
+        wait=wait,
     )
     if as_json:
         print_json(

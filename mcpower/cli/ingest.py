@@ -85,7 +85,10 @@ def ingest(
         ),
     ] = None,
     backend: Annotated[
-        str | None, typer.Option(help=f"Embedding backend: {', '.join(BACKENDS)} [env MCPOWER_BACKEND; default onnx].")
+        str | None,
+        typer.Option(
+            help=f"Embedding backend: {', '.join(BACKENDS)} [env MCPOWER_BACKEND; default: the dataset's own, else onnx]."
+        ),
     ] = None,
     chunk_tokens: Annotated[
         int, typer.Option(help="Chunk size in model tokens, heading path included.")

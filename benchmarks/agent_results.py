@@ -95,6 +95,20 @@ def canonical_path(path: str) -> str:
     return f"{path[: m.start()]}{m.group(1)}{m.group(2)}.html" if m else path
 
 
+def evaluate_pages(
+    registry: Any, ds_id: str, queries: dict[str, str], qrels: dict[str, dict[str, float]], mode: str
+) -> Any:
+    """``mcpower eval``'s report of a dataset in ``mode`` (depth EVAL_DEPTH), each result as the page
+    it stands for (canonical_path), as this file's sets are judged."""
+    from mcpower.evaluation import evaluate
+    from mcpower.search import rank_paths
+
+    def ranked(text: str, k: int) -> list[str]:
+        return [canonical_path(p) for p in rank_paths(registry, text, ds_id, k, mode)]
+
+    return evaluate(ranked, queries, qrels, EVAL_DEPTH, ds_id, mode)
+
+
 def judged_key(path: str, judged: dict[str, float]) -> str:
     """The id a result goes by in ``judged`` (evaluation.doc_keys), or its canonical path."""
     from mcpower.evaluation import doc_keys
@@ -244,9 +258,7 @@ def _mean(values: list[float] | list[int]) -> float | None:
 
 
 def run_corpus(name: str, args: argparse.Namespace) -> dict[str, Any]:
-    from mcpower.evaluation import evaluate
     from mcpower.registry import Registry
-    from mcpower.search import rank_paths
 
     info, queries, qrels, version = dataset_for(name, args)
     info = ingest_facts(args.datasets_dir, info)
@@ -255,11 +267,7 @@ def run_corpus(name: str, args: argparse.Namespace) -> dict[str, Any]:
     try:
         registry.embedder_for(registry.store(ds_id).info).embed_query("warm up")
         note(f"{name}: {len(queries)} questions, {len(qrels)} judged ...")
-
-        def ranked(text: str, k: int) -> list[str]:
-            return [canonical_path(p) for p in rank_paths(registry, text, ds_id, k, "hybrid")]
-
-        report = evaluate(ranked, queries, qrels, EVAL_DEPTH, ds_id, "hybrid")
+        report = evaluate_pages(registry, ds_id, queries, qrels, "hybrid")
         result: dict[str, Any] = {
             "dataset": info,
             **{m: round(report.metrics[m], 4) for m in ("ndcg@10", "recall@10", "mrr@10")},

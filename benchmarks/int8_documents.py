@@ -22,8 +22,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from agent_results import CACHE, DEFAULT_CORPORA, DOC_SETS, SETS, canonical_path, package_tree
-from suite.datasets import EVAL_DEPTH, collection_dataset, ensure_dataset
+from agent_results import CACHE, DEFAULT_CORPORA, DOC_SETS, SETS, evaluate_pages, package_tree
+from suite.datasets import collection_dataset, ensure_dataset
 from suite.report import environment, load_avg, note, table
 
 BACKENDS = ("onnx", "onnx-int8")
@@ -49,9 +49,7 @@ def datasets(name: str, args: argparse.Namespace) -> tuple[dict[str, dict[str, A
 
 def evaluate_set(name: str, args: argparse.Namespace) -> dict[str, Any]:
     from mcpower.embedding import load_embedder
-    from mcpower.evaluation import evaluate
     from mcpower.registry import Registry
-    from mcpower.search import rank_paths
 
     built, queries, qrels = datasets(name, args)
     fp32 = load_embedder(backend="onnx")  # the query model of every dataset (embedding/__init__.py)
@@ -61,12 +59,7 @@ def evaluate_set(name: str, args: argparse.Namespace) -> dict[str, Any]:
         for mode in ("hybrid", "semantic"):
             row: dict[str, Any] = {}
             for backend, info in built.items():
-                ds_id = info["id"]
-
-                def ranked(text: str, k: int, ds_id: str = ds_id, mode: str = mode) -> list[str]:
-                    return [canonical_path(p) for p in rank_paths(registry, text, ds_id, k, mode)]
-
-                report = evaluate(ranked, queries, qrels, EVAL_DEPTH, ds_id, mode)
+                report = evaluate_pages(registry, info["id"], queries, qrels, mode)
                 row[backend] = round(report.metrics["ndcg@10"], 4)
             row["delta"] = round(row["onnx-int8"] - row["onnx"], 4)
             out["modes"][mode] = row

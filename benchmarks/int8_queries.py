@@ -20,8 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from agent_results import CACHE, DEFAULT_CORPORA, DOC_SETS, SETS, canonical_path, dataset_for, package_tree
-from suite.datasets import EVAL_DEPTH
+from agent_results import CACHE, DEFAULT_CORPORA, DOC_SETS, SETS, dataset_for, evaluate_pages, package_tree
 from suite.report import environment, load_avg, note, table
 
 
@@ -29,9 +28,7 @@ def evaluate_set(name: str, args: argparse.Namespace) -> dict[str, Any]:
     import numpy as np
 
     from mcpower.embedding import load_embedder
-    from mcpower.evaluation import evaluate
     from mcpower.registry import Registry
-    from mcpower.search import rank_paths
 
     info, queries, qrels, _ = dataset_for(name, args)
     ds_id = info["id"]
@@ -47,11 +44,7 @@ def evaluate_set(name: str, args: argparse.Namespace) -> dict[str, Any]:
         for mode in ("hybrid", "semantic"):
             row: dict[str, Any] = {}
             for side, registry in registries.items():
-
-                def ranked(text: str, k: int, registry: Registry = registry, mode: str = mode) -> list[str]:
-                    return [canonical_path(p) for p in rank_paths(registry, text, ds_id, k, mode)]
-
-                report = evaluate(ranked, queries, qrels, EVAL_DEPTH, ds_id, mode)
+                report = evaluate_pages(registry, ds_id, queries, qrels, mode)
                 row[side] = round(report.metrics["ndcg@10"], 4)
             row["delta"] = round(row["int8"] - row["fp32"], 4)
             out["modes"][mode] = row

@@ -306,19 +306,7 @@ class StdioServer:
         """The response to ``request_id``; fails after ``timeout`` seconds or if stdout closes first."""
         deadline = time.monotonic() + timeout
         while request_id not in self.messages:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise AssertionError(f"no response to id {request_id!r} within {timeout} s; stderr:\n{self.stderr()}")
-            try:
-                line = self._out.get(timeout=left)
-            except queue.Empty:
-                continue
-            if line is None:
-                raise AssertionError(f"stdout closed before a response to {request_id!r}; stderr:\n{self.stderr()}")
-            msg = json.loads(line)
-            self.received.append(msg)
-            if "id" in msg:
-                self.messages[msg["id"]] = msg
+            self._read_one(deadline, timeout, f"response to id {request_id!r}")
         return self.messages[request_id]
 
     def wait_notification(self, method: str, timeout: float = 60.0) -> dict[str, Any]:
@@ -328,19 +316,26 @@ class StdioServer:
             for msg in self.received:
                 if msg.get("method") == method and "id" not in msg:
                     return msg
+            self._read_one(deadline, timeout, method)
+
+    def _read_one(self, deadline: float, timeout: float, awaited: str) -> None:
+        """The next message from stdout, kept in ``received`` (and ``messages`` if it has an id);
+        fails at ``deadline`` or if stdout closes first, naming what was ``awaited``."""
+        while True:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise AssertionError(f"no {method} within {timeout} s; stderr:\n{self.stderr()}")
+                raise AssertionError(f"no {awaited} within {timeout} s; stderr:\n{self.stderr()}")
             try:
                 line = self._out.get(timeout=left)
             except queue.Empty:
                 continue
             if line is None:
-                raise AssertionError(f"stdout closed before {method}; stderr:\n{self.stderr()}")
+                raise AssertionError(f"stdout closed before {awaited}; stderr:\n{self.stderr()}")
             msg = json.loads(line)
             self.received.append(msg)
             if "id" in msg:
                 self.messages[msg["id"]] = msg
+            return
 
     def call(self, method: str, params: dict[str, Any] | None = None, timeout: float = 60.0) -> dict[str, Any]:
         """A request that must succeed; returns its ``result``."""

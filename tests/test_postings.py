@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from mcpower.store.local import blockmax
 from mcpower.store.local import postings as postings_module
 from mcpower.store.local.keyword import combine
 from mcpower.store.local.postings import Postings, PostingsCache, RankedMatches, fts_postings, postings_of
@@ -36,8 +37,12 @@ def reference(ids: np.ndarray, lists: list[Postings], allowed: np.ndarray | None
     return combine(ids, single, fts, mask)
 
 
+@pytest.mark.parametrize("method", ["blockmax", "maxscore"])
 @pytest.mark.parametrize("seed", range(12))
-def test_maxscore_top_k_and_scores_equal_scoring_every_match(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_top_k_and_scores_equal_scoring_every_match(seed: int, method: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    if seed % 3 == 1:  # small cells and batches: many cells skipped, many batches
+        monkeypatch.setattr(blockmax, "CELL_SHIFT", 2)
+        monkeypatch.setattr(blockmax, "FIRST_CELLS", 1)
     rng = np.random.default_rng(seed)
     n = int(rng.integers(50, 5000))
     ids = np.sort(rng.choice(2**40, n, replace=False)).astype(np.int64)
@@ -49,7 +54,7 @@ def test_maxscore_top_k_and_scores_equal_scoring_every_match(seed: int, monkeypa
     if seed % 4 == 1:  # the walk never falls back to adding everything up
         monkeypatch.setattr(postings_module, "FULL_SCAN_SHARE", 10.0)
     full = reference(ids, lists, allowed)
-    matches = RankedMatches(ids, lists, allowed)
+    matches = RankedMatches(ids, lists, allowed, method)  # type: ignore[arg-type]
 
     for k in (1, 5, 10, 50, 3, n + 10):
         assert matches.top(k) == full.top(k)
@@ -86,12 +91,81 @@ def test_postings_that_do_not_fit_the_chunks_are_refused(blobs: tuple[bytes, byt
 
 def test_the_cache_keeps_long_lists_within_its_budget(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(postings_module, "CACHE_MIN_ROWS", 10)
-    cache = PostingsCache(budget=8 * 25)  # 25 rows of (int32, float32)
     short = Postings.of(np.arange(5, dtype=np.int32), np.ones(5, np.float32))
     long = [Postings.of(np.arange(12, dtype=np.int32), np.ones(12, np.float32)) for _ in range(3)]
+    cache = PostingsCache(budget=2 * long[0].nbytes + 4)  # room for two long lists, their cells included
     cache.put("short", short)
     for i, p in enumerate(long):
         cache.put(f"t{i}", p)
     assert cache.get("short") is None  # short lists are cheaper to read again
     assert cache.get("t0") is None  # the least recently used went first
     assert cache.get("t1") is long[1] and cache.get("t2") is long[2]
+
+
+def test_cells_hold_each_cells_highest_impact_and_where_its_postings_start() -> None:
+    rng = np.random.default_rng(0)
+    rows = np.flatnonzero(rng.random(5000) < 0.05).astype(np.int32)
+    impacts = rng.random(len(rows)).astype(np.float32)
+    cells = blockmax.Cells.of(rows, impacts, shift=4)
+    assert np.array_equal(cells.ids, np.unique(rows >> 4))
+    for i, cell in enumerate(cells.ids.tolist()):
+        inside = (rows >> 4) == cell
+        assert cells.bounds[i] == impacts[inside].max()
+        assert np.array_equal(rows[cells.starts[i] : cells.starts[i + 1]], rows[inside])
+    assert cells.starts[-1] == len(rows)
+    empty = blockmax.Cells.of(np.zeros(0, np.int32), np.zeros(0, np.float32))
+    assert len(empty.ids) == 0 and empty.nbytes > 0
+
+
+def scored_cells(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many cells each batch of block_top scored (the scoring itself unchanged)."""
+    seen: list[int] = []
+    score = blockmax._score_cells
+
+    def counting(cells, *args):  # type: ignore[no-untyped-def]
+        seen.append(len(cells))
+        return score(cells, *args)
+
+    monkeypatch.setattr(blockmax, "_score_cells", counting)
+    return seen
+
+
+def test_blockmax_scores_only_the_cells_whose_bound_reaches_the_kth_score(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(blockmax, "FIRST_CELLS", 1)
+    n = 64 * 100  # 100 cells of 64 rows
+    ids = np.arange(n, dtype=np.int64) * 7
+    common = Postings.of(np.arange(n, dtype=np.int32), np.full(n, 0.5, np.float32))  # in every chunk
+    rare = Postings.of(np.array([200, 201, 5000], dtype=np.int32), np.array([3.0, 2.0, 1.0], np.float32))
+    seen = scored_cells(monkeypatch)
+    matches = RankedMatches(ids, [common, rare], None)
+    reference_top = reference(ids, [common, rare], None).top(2)
+    assert matches.top(2) == reference_top == [(200 * 7, 3.5), (201 * 7, 2.5)]
+    assert sum(seen) == 1  # cell 3 alone: every other cell's bound (1.5 at most) is below 2.5
+
+    # A filter that leaves the rare chunks out: the cells it empties are never scored.
+    allowed = np.arange(64 * 90, n, dtype=np.int64)
+    seen.clear()
+    filtered = RankedMatches(ids, [common, rare], allowed)
+    assert filtered.top(3) == reference(ids, [common, rare], allowed).top(3)
+    assert sum(seen) == 10
+
+
+def test_blockmax_ties_across_cells_go_to_the_lower_id(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(blockmax, "FIRST_CELLS", 1)
+    n = 64 * 10
+    ids = np.arange(n, dtype=np.int64)
+    # Cell 9's bound is higher (its other chunk holds the rare term), so it is scored first; cell 0's
+    # chunk ties its best and has the lower id.
+    a = Postings.of(np.array([3, 600], dtype=np.int32), np.array([2.0, 2.0], np.float32))
+    b = Postings.of(np.array([601], dtype=np.int32), np.array([1.5], np.float32))
+    seen = scored_cells(monkeypatch)
+    assert RankedMatches(ids, [a, b], None).top(1) == [(3, 2.0)]
+    assert sum(seen) == 2
+
+
+def test_postings_on_different_grids_are_refused() -> None:
+    rows, impacts = np.arange(10, dtype=np.int32), np.ones(10, np.float32)
+    a = Postings(rows, impacts, 1.0, blockmax.Cells.of(rows, impacts, shift=2))
+    b = Postings(rows, impacts, 1.0, blockmax.Cells.of(rows, impacts, shift=3))
+    with pytest.raises(ValueError, match="different grids"):
+        RankedMatches(np.arange(10, dtype=np.int64), [a, b], None).top(3)

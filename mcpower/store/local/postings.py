@@ -1,11 +1,15 @@
-"""Keyword matches scored on demand: the best k by MaxScore, and the BM25 of given chunks, from the
-per-term postings (keyword.py), without scoring every chunk that holds a term.
+"""Keyword matches scored on demand: the best k by block-max bounds, and the BM25 of given chunks,
+from the per-term postings (keyword.py), without scoring every chunk that holds a term.
 
 A query's OR of terms matches about half of a large corpus (a million chunks: ~500k matches, 20 ms
 to add up every posting of every term). Search needs much less: the top k by BM25 (k = 50 or so)
 and the BM25 of the semantic side's candidates. So:
 
-- **top(k)** is MaxScore (Turtle & Flood, 1995): a chunk's BM25 is the sum of its terms' impacts,
+- **top(k)** scores whole cells of chunk rows in descending order of their bound, the sum of each
+  term's highest impact in the cell, until no cell left can reach the k-th score (blockmax.py).
+  Each list's cells are computed when it is read and kept with it in :class:`PostingsCache`.
+- **top(k)** by MaxScore is kept beside it, to be measured against (benchmarks/keyword_scale.py),
+  and exact too (Turtle & Flood, 1995): a chunk's BM25 is the sum of its terms' impacts,
   and a term adds at most its highest impact. Terms are taken from the highest such bound down; the
   chunks holding the terms taken so far are the candidates, scored in full. Once the bounds of the
   terms not taken add up to less than the k-th best candidate's score, no other chunk can reach
@@ -24,10 +28,11 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from mcpower.store.local.blockmax import Cells, block_top
 from mcpower.store.local.keyword import KeywordHits
 
 if TYPE_CHECKING:
@@ -54,6 +59,7 @@ class Postings:
     rows: NDArray[np.int32]
     impacts: NDArray[np.floating[Any]]  # float32 from the postings table; float64 from FTS5's bm25()
     bound: float  # the highest impact
+    cells: Cells  # its highest impact per cell of chunk rows (blockmax.py)
     dense: NDArray[np.floating[Any]] | None = None  # impacts by row (0 where absent), for common terms
 
     @classmethod
@@ -63,11 +69,12 @@ class Postings:
         if n and len(rows) >= DENSE_SHARE * n:
             dense = np.zeros(n, dtype=impacts.dtype)
             dense[rows] = impacts
-        return cls(rows, impacts, float(impacts.max()) if len(impacts) else 0.0, dense)
+        return cls(rows, impacts, float(impacts.max()) if len(impacts) else 0.0, Cells.of(rows, impacts), dense)
 
     @property
     def nbytes(self) -> int:
-        return int(self.rows.nbytes + self.impacts.nbytes + (self.dense.nbytes if self.dense is not None else 0))
+        dense = self.dense.nbytes if self.dense is not None else 0
+        return int(self.rows.nbytes + self.impacts.nbytes + self.cells.nbytes + dense)
 
     def lookup(self, rows: NDArray[np.int64]) -> NDArray[np.float64]:
         """The impact of this term at each of ``rows`` (0.0 where it is absent)."""
@@ -146,11 +153,19 @@ class RankedMatches:
     """The chunks a keyword query matched (KeywordMatches), scored only as far as asked.
 
     ``lists`` are the query's postings in its term order; ``allowed`` the rows a filter lets
-    through, ascending (None: all).
+    through, ascending (None: all). ``method`` finds the top k by block-max bounds (blockmax.py)
+    or by MaxScore (kept to be measured against: benchmarks/keyword_scale.py); both are exact.
     """
 
-    def __init__(self, ids: NDArray[np.int64], lists: Sequence[Postings], allowed: NDArray[np.int64] | None) -> None:
+    def __init__(
+        self,
+        ids: NDArray[np.int64],
+        lists: Sequence[Postings],
+        allowed: NDArray[np.int64] | None,
+        method: Literal["blockmax", "maxscore"] = "blockmax",
+    ) -> None:
         self._ids, self._lists, self._allowed = ids, [p for p in lists if len(p.rows)], allowed
+        self._method = method
         self._top: list[tuple[int, float]] | None = None
         self._top_k = 0
         self._full: KeywordHits | None = None
@@ -163,7 +178,7 @@ class RankedMatches:
             return self._top[:k]  # a deeper ask of an exhausted list, or a shallower one: a prefix
         if k <= 0 or not self._lists:
             return []
-        best = self._maxscore(k)
+        best = self._blockmax(k) if self._method == "blockmax" else self._maxscore(k)
         self._top, self._top_k = best, k
         return best
 
@@ -220,6 +235,16 @@ class RankedMatches:
             total += p.lookup(rows)
         return total
 
+    def _blockmax(self, k: int) -> list[tuple[int, float]]:
+        rows, scores = block_top(len(self._ids), self._lists, self._allowed, k)
+        return self._best(rows, scores, k)
+
+    def _best(self, rows: NDArray[np.int64], scores: NDArray[np.float64], k: int) -> list[tuple[int, float]]:
+        """The best ``k`` of scored ``rows`` as (chunk id, BM25), equal scores by ascending id."""
+        ids = self._ids[rows]
+        order = np.lexsort((ids, -scores))[:k]
+        return list(zip(ids[order].tolist(), scores[order].tolist()))
+
     def _maxscore(self, k: int) -> list[tuple[int, float]]:
         n = len(self._ids)
         by_bound = sorted(range(len(self._lists)), key=lambda i: -self._lists[i].bound)
@@ -242,10 +267,7 @@ class RankedMatches:
                 if rest[taken] < kth * (1 - 1e-9):  # no chunk outside can reach the k-th score
                     break
         keep = scores > 0
-        candidates, scores = candidates[keep], scores[keep]
-        ids = self._ids[candidates]
-        order = np.lexsort((ids, -scores))[:k]
-        return list(zip(ids[order].tolist(), scores[order].tolist()))
+        return self._best(candidates[keep], scores[keep], k)
 
 
 def _members(rows: NDArray[np.int64], allowed: NDArray[np.int64]) -> NDArray[np.bool_]:

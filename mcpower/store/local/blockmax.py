@@ -1,0 +1,168 @@
+"""The exact top k of a keyword query by block-max bounds over a fixed grid of chunk rows.
+
+MaxScore (postings.py) stops early only once the terms it has not walked can no longer reach the
+k-th score; a long question names many common terms whose bounds add up to more than that, so at a
+million chunks it walks lists of hundreds of thousands of rows and scores each of their chunks in
+full. Block-max bounds (Ding & Suel, "Faster top-k document retrieval using block-max indexes",
+SIGIR 2011) skip a list a block at a time instead. This is their numpy-friendly form:
+
+- The chunk rows are cut into cells of 64 (row ``r`` is in cell ``r >> CELL_SHIFT``).
+  Each term's postings carry, per cell that holds the term, its highest impact there and where the
+  cell's postings start (:class:`Cells`, computed when the list is read and cached with it: no
+  change to the dataset's files).
+- A query's bound for a cell is the sum of its terms' cell maxima: no chunk of the cell scores more.
+- Cells are scored exactly, every chunk of them, in descending order of bound, a batch at a time
+  (each batch twice the last). The k-th best score found so far is the threshold; once no cell
+  left has a bound that reaches it, no chunk outside can enter the top k (nor tie the k-th and win
+  on its id): the answer is exact.
+
+Scores are summed exactly as ``keyword.combine``'s bincount sums them: from 0.0, in the query's
+term order, each float32 impact added as a float64 (tests/test_postings.py checks the bits).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+# Rows per cell, as a power of two. Smaller cells bound tighter (a cell's bound sums each term's maximum over fewer
+# chunks) but cost more per query: the bounds are added up over every cell a query's terms touch
+# (a million chunks: 15,625 cells of 64). benchmarks/keyword_scale.py measured 32 / 64 / 128.
+CELL_SHIFT = 6
+# Cells scored in the first batch: enough chunks (4,096 rows) that the k-th score is a real one.
+FIRST_CELLS = 64
+# A bound must fall this far below the threshold to skip its cell: bounds and scores add the same
+# float32 impacts in different orders, so they can differ in the last bits.
+MARGIN = 1e-9
+
+
+@dataclass(frozen=True)
+class Cells:
+    """Where one term's postings fall on a grid of ``1 << shift`` rows a cell: the cells holding it,
+    ascending, its highest impact in each, and the offset of each cell's first posting (one more:
+    the list's length)."""
+
+    shift: int
+    ids: NDArray[np.int32]
+    bounds: NDArray[np.floating[Any]]
+    starts: NDArray[np.int32]
+
+    @classmethod
+    def of(cls, rows: NDArray[np.int32], impacts: NDArray[np.floating[Any]], shift: int | None = None) -> Cells:
+        """The cells of postings ``rows`` (ascending) with their ``impacts`` (cells of ``1 << CELL_SHIFT`` rows by default)."""
+        shift = CELL_SHIFT if shift is None else shift
+        if not len(rows):
+            return cls(shift, np.zeros(0, np.int32), np.zeros(0, impacts.dtype), np.zeros(1, np.int32))
+        cell = rows >> shift
+        firsts = np.concatenate([[0], np.flatnonzero(cell[1:] != cell[:-1]) + 1]).astype(np.int32)
+        ends = np.append(firsts, np.int32(len(rows)))
+        return cls(shift, cell[firsts].astype(np.int32), np.maximum.reduceat(impacts, firsts), ends)
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.ids.nbytes + self.bounds.nbytes + self.starts.nbytes)
+
+
+class Scored(Protocol):
+    """A term's postings as block_top reads them (postings.Postings)."""
+
+    @property
+    def rows(self) -> NDArray[np.int32]: ...
+    @property
+    def impacts(self) -> NDArray[np.floating[Any]]: ...
+    @property
+    def cells(self) -> Cells: ...
+
+
+def block_top(
+    n: int, lists: Sequence[Scored], allowed: NDArray[np.int64] | None, k: int
+) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    """The rows (in no particular order) and scores of every chunk that scores at least the k-th
+    best (ties at the cut included), among ``n`` chunks, the ``allowed`` rows only (ascending; None:
+    all). Fewer than ``k`` matches: all of them.
+
+    Raises:
+        ValueError: ``lists`` on different grids.
+    """
+    shifts = {p.cells.shift for p in lists}
+    if len(shifts) > 1:
+        raise ValueError(f"keyword postings on different grids: cells of {sorted(1 << s for s in shifts)} rows")
+    shift = shifts.pop() if shifts else CELL_SHIFT
+    ncells = (n >> shift) + 1
+    bound = np.zeros(ncells, dtype=np.float64)
+    for p in lists:
+        bound[p.cells.ids] += p.cells.bounds  # a term's cells are distinct: no lost update
+    edges = None
+    if allowed is not None:  # where each cell's allowed rows start in `allowed`
+        edges = np.searchsorted(allowed, np.arange(ncells + 1, dtype=np.int64) << shift)
+        bound[edges[1:] == edges[:-1]] = 0.0  # cells the filter empties
+    live = np.flatnonzero(bound > 0)
+    live_bound = bound[live]
+    pending = np.ones(len(live), dtype=bool)
+    rows = np.zeros(0, dtype=np.int64)
+    scores = np.zeros(0, dtype=np.float64)
+    threshold, batch = 0.0, FIRST_CELLS
+    while True:
+        todo = np.flatnonzero(pending & (live_bound >= threshold * (1 - MARGIN)))
+        if not len(todo):
+            break
+        if len(todo) > batch:  # the highest bounds first: they raise the threshold soonest
+            todo = todo[np.argpartition(-live_bound[todo], batch - 1)[:batch]]
+        pending[todo] = False
+        found_rows, found_scores = _score_cells(np.sort(live[todo]), shift, ncells, lists, allowed, edges)
+        rows = np.concatenate([rows, found_rows])
+        scores = np.concatenate([scores, found_scores])
+        if len(scores) >= k:
+            threshold = float(np.partition(scores, len(scores) - k)[len(scores) - k])
+            keep = scores >= threshold  # ties at the cut stay in, to be ordered by id
+            rows, scores = rows[keep], scores[keep]
+        batch *= 2
+    return rows, scores
+
+
+def _score_cells(
+    cells: NDArray[np.int64],
+    shift: int,
+    ncells: int,
+    lists: Sequence[Scored],
+    allowed: NDArray[np.int64] | None,
+    edges: NDArray[np.int64] | None,
+) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    """Rows and exact scores (> 0) of the chunks in ``cells`` (ascending) that the filter allows."""
+    low = (1 << shift) - 1  # a row's place in its cell
+    slot = np.zeros(ncells, dtype=np.int64)  # where each cell's rows start in `total`
+    slot[cells] = np.arange(len(cells), dtype=np.int64) << shift
+    total = np.zeros(len(cells) << shift, dtype=np.float64)
+    for p in lists:  # in the query's term order, as bincount adds them
+        c = p.cells
+        if not len(c.ids):
+            continue
+        at = np.minimum(np.searchsorted(c.ids, cells), len(c.ids) - 1)
+        at = at[c.ids[at] == cells]
+        ix = _ranges(c.starts[at].astype(np.int64), c.starts[at + 1].astype(np.int64))
+        r = p.rows[ix]
+        total[slot[r >> shift] + (r & low)] += p.impacts[ix]  # rows distinct within a list
+    if allowed is not None and edges is not None:
+        ok = allowed[_ranges(edges[cells], edges[cells + 1])]
+        keep = np.zeros(len(total), dtype=bool)
+        keep[slot[ok >> shift] + (ok & low)] = True
+        total[~keep] = 0.0
+    hit = np.flatnonzero(total > 0)
+    return (cells[hit >> shift] << shift) + (hit & low), total[hit]
+
+
+def _ranges(lo: NDArray[np.int64], hi: NDArray[np.int64]) -> NDArray[np.int64]:
+    """The indices lo[0]..hi[0]-1, lo[1]..hi[1]-1, ... in one array."""
+    lengths = hi - lo
+    size = int(lengths.sum())
+    if not size:
+        return np.zeros(0, dtype=np.int64)
+    out: NDArray[np.int64] = np.arange(size, dtype=np.int64)
+    out += np.repeat(lo - (np.cumsum(lengths) - lengths), lengths)
+    return out

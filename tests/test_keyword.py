@@ -18,7 +18,7 @@ from mcpower.errors import IndexMismatchError
 from mcpower.manifest import Manifest
 from mcpower.results import SearchFilters
 from mcpower.store import ChunkRow, DocumentRow, chunk_id
-from mcpower.store.local import keyword
+from mcpower.store.local import blockmax, keyword, postings
 from mcpower.store.local.build import write_metadata
 from mcpower.store.local.fts import query_phrases
 from mcpower.store.local.keyword import COLUMN_WEIGHTS, KeywordHits, _varints, chunk_ids, row_sizes
@@ -159,6 +159,22 @@ def test_filters_keep_only_allowed_chunks_with_unchanged_scores(
     filtered = as_dict(store.keyword("widget run 安装", filters))
 
     assert filtered == {i: s for i, s in everything.items() if i in allowed}
+
+
+@pytest.mark.parametrize("filters", [None, SearchFilters(folder="guide"), SearchFilters(file_type="txt")])
+def test_the_stores_top_k_by_cells_is_every_match_scored_also_from_cached_lists(
+    corpus_db: sqlite3.Connection, filters: SearchFilters | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(blockmax, "CELL_SHIFT", 1)  # cells of two chunks: most of them skipped
+    monkeypatch.setattr(blockmax, "FIRST_CELLS", 1)
+    monkeypatch.setattr(postings, "CACHE_MIN_ROWS", 1)  # every list kept once read
+    store = make_store(corpus_db)
+    for query in ("widget run 安装", "common naive 42 gadget", "running widgets cafe near x2"):
+        first = store.keyword(query, filters)
+        everything = KeywordHits(first.ids, first.scores)
+        assert len(everything) > 0
+        for k in (1, 3, 10, 1000):
+            assert store.keyword(query, filters).top(k) == everything.top(k)  # the second and later: cached
 
 
 def test_row_sizes_read_from_fts5_match_its_own_token_count(corpus_db: sqlite3.Connection) -> None:

@@ -37,9 +37,6 @@ if TYPE_CHECKING:
 CELL_SHIFT = 6
 # Cells scored in the first batch: enough chunks (4,096 rows) that the k-th score is a real one.
 FIRST_CELLS = 64
-# A bound must fall this far below the threshold to skip its cell: bounds and scores add the same
-# float32 impacts in different orders, so they can differ in the last bits.
-MARGIN = 1e-9
 
 
 @dataclass(frozen=True)
@@ -96,6 +93,8 @@ def block_top(
     shift = shifts.pop() if shifts else CELL_SHIFT
     ncells = (n >> shift) + 1
     bound = np.zeros(ncells, dtype=np.float64)
+    # Added in the query's term order, as the scores are: rounding is monotonic, so a chunk's score
+    # (its terms' impacts, each at most the cell maximum added here) never exceeds its cell's bound.
     for p in lists:
         bound[p.cells.ids] += p.cells.bounds  # a term's cells are distinct: no lost update
     edges = None
@@ -109,7 +108,7 @@ def block_top(
     scores = np.zeros(0, dtype=np.float64)
     threshold, batch = 0.0, FIRST_CELLS
     while True:
-        todo = np.flatnonzero(pending & (live_bound >= threshold * (1 - MARGIN)))
+        todo = np.flatnonzero(pending & (live_bound >= threshold))  # a tie may still win on its id
         if not len(todo):
             break
         if len(todo) > batch:  # the highest bounds first: they raise the threshold soonest

@@ -43,6 +43,7 @@ def test_top_k_and_scores_equal_scoring_every_match(seed: int, method: str, monk
     if seed % 3 == 1:  # small cells and batches: many cells skipped, many batches
         monkeypatch.setattr(blockmax, "CELL_SHIFT", 2)
         monkeypatch.setattr(blockmax, "FIRST_CELLS", 1)
+    monkeypatch.setattr(blockmax, "DENSE_CELLS", [0.0, 0.25, 2.0][(seed // 3) % 3])  # cells' bounds dense, by share, sparse
     rng = np.random.default_rng(seed)
     n = int(rng.integers(50, 5000))
     ids = np.sort(rng.choice(2**40, n, replace=False)).astype(np.int64)
@@ -102,19 +103,25 @@ def test_the_cache_keeps_long_lists_within_its_budget(monkeypatch: pytest.Monkey
     assert cache.get("t1") is long[1] and cache.get("t2") is long[2]
 
 
-def test_cells_hold_each_cells_highest_impact_and_where_its_postings_start() -> None:
+@pytest.mark.parametrize("dense", [0.0, 2.0])  # a bound for every cell, or for those holding the term
+def test_cells_hold_each_cells_highest_impact_and_its_postings(dense: float, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(blockmax, "DENSE_CELLS", dense)
     rng = np.random.default_rng(0)
-    rows = np.flatnonzero(rng.random(5000) < 0.05).astype(np.int32)
+    rows = np.flatnonzero(rng.random(5000) < 0.02).astype(np.int32)
     impacts = rng.random(len(rows)).astype(np.float32)
     cells = blockmax.Cells.of(rows, impacts, shift=4)
-    assert np.array_equal(cells.ids, np.unique(rows >> 4))
-    for i, cell in enumerate(cells.ids.tolist()):
+    assert (cells.ids is None) == (dense == 0.0)
+    everywhere = np.arange(5000 >> 4, dtype=np.int64)
+    bound = np.zeros(len(everywhere))
+    cells.add_bounds(bound)
+    for cell in everywhere.tolist():
         inside = (rows >> 4) == cell
-        assert cells.bounds[i] == impacts[inside].max()
-        assert np.array_equal(rows[cells.starts[i] : cells.starts[i + 1]], rows[inside])
-    assert cells.starts[-1] == len(rows)
+        assert bound[cell] == (impacts[inside].max() if inside.any() else 0.0)
+        assert np.array_equal(rows[cells.postings_in(np.array([cell]))], rows[inside])
+    some = np.sort(rng.choice(everywhere, 40, replace=False))
+    assert np.array_equal(rows[cells.postings_in(some)], rows[np.isin(rows >> 4, some)])
     empty = blockmax.Cells.of(np.zeros(0, np.int32), np.zeros(0, np.float32))
-    assert len(empty.ids) == 0 and empty.nbytes > 0
+    assert len(empty.postings_in(some)) == 0 and empty.nbytes > 0
 
 
 def scored_cells(monkeypatch: pytest.MonkeyPatch) -> list[int]:

@@ -35,18 +35,25 @@ if TYPE_CHECKING:
 # chunks) but cost more per query: the bounds are added up over every cell a query's terms touch
 # (a million chunks: 15,625 cells of 64). benchmarks/keyword_scale.py measured 32 / 64 / 128.
 CELL_SHIFT = 6
+# A term in at least this share of the cells its rows span keeps a bound for every one of them.
+DENSE_CELLS = 1 / 4
 # Cells scored in the first batch: enough chunks (4,096 rows) that the k-th score is a real one.
 FIRST_CELLS = 64
 
 
 @dataclass(frozen=True)
 class Cells:
-    """Where one term's postings fall on a grid of ``1 << shift`` rows a cell: the cells holding it,
-    ascending, its highest impact in each, and the offset of each cell's first posting (one more:
-    the list's length)."""
+    """Where one term's postings fall on a grid of ``1 << shift`` rows a cell: its highest impact
+    in each cell and the offset of each cell's first posting in the list (one more: its length).
+
+    Sparse (``ids``: the cells holding the term, ascending, one bound and start each) for a term in
+    few of the cells its rows span; dense (``ids`` None: a bound and start for every cell from 0 to
+    its last, 0.0 and an empty range where it is absent) when it is in most of them, so a query adds
+    its bounds as one slice and finds its cells' postings without a search.
+    """
 
     shift: int
-    ids: NDArray[np.int32]
+    ids: NDArray[np.int32] | None
     bounds: NDArray[np.floating[Any]]
     starts: NDArray[np.int32]
 
@@ -58,12 +65,37 @@ class Cells:
             return cls(shift, np.zeros(0, np.int32), np.zeros(0, impacts.dtype), np.zeros(1, np.int32))
         cell = rows >> shift
         firsts = np.concatenate([[0], np.flatnonzero(cell[1:] != cell[:-1]) + 1]).astype(np.int32)
-        ends = np.append(firsts, np.int32(len(rows)))
-        return cls(shift, cell[firsts].astype(np.int32), np.maximum.reduceat(impacts, firsts), ends)
+        ids = cell[firsts]
+        bounds = np.maximum.reduceat(impacts, firsts)
+        span = int(ids[-1]) + 1
+        if len(ids) < DENSE_CELLS * span:
+            return cls(shift, ids.astype(np.int32), bounds, np.append(firsts, np.int32(len(rows))))
+        every = np.zeros(span, dtype=bounds.dtype)
+        every[ids] = bounds
+        starts = np.searchsorted(rows, np.arange(span + 1, dtype=np.int64) << shift).astype(np.int32)
+        return cls(shift, None, every, starts)
 
     @property
     def nbytes(self) -> int:
-        return int(self.ids.nbytes + self.bounds.nbytes + self.starts.nbytes)
+        return int((self.ids.nbytes if self.ids is not None else 0) + self.bounds.nbytes + self.starts.nbytes)
+
+    def add_bounds(self, bound: NDArray[np.float64]) -> None:
+        """Add this term's cell maxima to a query's ``bound`` of every cell."""
+        if self.ids is None:
+            bound[: len(self.bounds)] += self.bounds
+        else:
+            bound[self.ids] += self.bounds  # a term's cells are distinct: no lost update
+
+    def postings_in(self, cells: NDArray[np.int64]) -> NDArray[np.int64]:
+        """Positions in the list of this term's postings in ``cells`` (ascending)."""
+        if self.ids is None:
+            cells = cells[: np.searchsorted(cells, len(self.bounds))]
+            return _ranges(self.starts[cells].astype(np.int64), self.starts[cells + 1].astype(np.int64))
+        if not len(self.ids):
+            return np.zeros(0, dtype=np.int64)
+        at = np.minimum(np.searchsorted(self.ids, cells), len(self.ids) - 1)
+        at = at[self.ids[at] == cells]
+        return _ranges(self.starts[at].astype(np.int64), self.starts[at + 1].astype(np.int64))
 
 
 class Scored(Protocol):
@@ -96,7 +128,7 @@ def block_top(
     # Added in the query's term order, as the scores are: rounding is monotonic, so a chunk's score
     # (its terms' impacts, each at most the cell maximum added here) never exceeds its cell's bound.
     for p in lists:
-        bound[p.cells.ids] += p.cells.bounds  # a term's cells are distinct: no lost update
+        p.cells.add_bounds(bound)
     edges = None
     if allowed is not None:  # where each cell's allowed rows start in `allowed`
         edges = np.searchsorted(allowed, np.arange(ncells + 1, dtype=np.int64) << shift)
@@ -139,12 +171,7 @@ def _score_cells(
     slot[cells] = np.arange(len(cells), dtype=np.int64) << shift
     total = np.zeros(len(cells) << shift, dtype=np.float64)
     for p in lists:  # in the query's term order, as bincount adds them
-        c = p.cells
-        if not len(c.ids):
-            continue
-        at = np.minimum(np.searchsorted(c.ids, cells), len(c.ids) - 1)
-        at = at[c.ids[at] == cells]
-        ix = _ranges(c.starts[at].astype(np.int64), c.starts[at + 1].astype(np.int64))
+        ix = p.cells.postings_in(cells)
         r = p.rows[ix]
         total[slot[r >> shift] + (r & low)] += p.impacts[ix]  # rows distinct within a list
     if allowed is not None and edges is not None:

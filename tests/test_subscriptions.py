@@ -130,8 +130,12 @@ async def test_only_documents_there_and_readable_can_be_subscribed(registry: Reg
                 with pytest.raises(MCPError) as refused:
                     await c.subscribe_resource(uri)
                 assert said in str(refused.value), (uri, str(refused.value))
-            with pytest.raises(MCPError, match="recipes"):  # the same words as reading it
-                await c.read_resource(BREAD)
+            for uri in (BREAD, "mcpower://nosuch/a.md"):  # refused in the same words as a read
+                with pytest.raises(MCPError) as read:
+                    await c.read_resource(uri)
+                with pytest.raises(MCPError) as subscribed:
+                    await c.subscribe_resource(uri)
+                assert str(subscribed.value) == str(read.value) and "available" in str(read.value)
 
 
 async def test_subscriptions_per_session_are_bounded(registry: Registry, datasets: Path) -> None:

@@ -169,7 +169,15 @@ class Updates:
             )
         dataset, path = parts
         scoped = visible(self.registry, caller)
-        seen: str = await self.run(lambda: fingerprint(scoped, dataset, path))
+
+        def read() -> str:
+            try:
+                scoped.store(dataset)  # an unknown dataset (or one not the caller's) says so, as a read does
+            except McpowerError as e:
+                raise MCPError(INVALID_PARAMS, e.message, {"uri": uri[:200]}) from None
+            return fingerprint(scoped, dataset, path)
+
+        seen: str = await self.run(read)
         if seen == _GONE:
             raise MCPError(
                 INVALID_PARAMS, f"no document {path[:200]!r} in dataset {dataset[:100]!r}", {"uri": uri[:200]}

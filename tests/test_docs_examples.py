@@ -226,6 +226,7 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+@pytest.mark.slow  # ~15 CLI processes and an ingest of docs/: ~20 s on a quiet machine
 def test_shell_examples_run(workdir: Path) -> None:
     """Every run block, in the docs' order (ingest before search), each command exiting 0."""
     launcher = write_launcher(workdir)

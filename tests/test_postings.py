@@ -43,7 +43,8 @@ def test_top_k_and_scores_equal_scoring_every_match(seed: int, method: str, monk
     if seed % 3 == 1:  # small cells and batches: many cells skipped, many batches
         monkeypatch.setattr(blockmax, "CELL_SHIFT", 2)
         monkeypatch.setattr(blockmax, "FIRST_CELLS", 1)
-    monkeypatch.setattr(blockmax, "DENSE_CELLS", [0.0, 0.25, 2.0][(seed // 3) % 3])  # cells' bounds dense, by share, sparse
+    # cells' bounds dense, by share, or sparse
+    monkeypatch.setattr(blockmax, "DENSE_CELLS", [0.0, 0.25, 2.0][(seed // 3) % 3])
     rng = np.random.default_rng(seed)
     n = int(rng.integers(50, 5000))
     ids = np.sort(rng.choice(2**40, n, replace=False)).astype(np.int64)
@@ -139,6 +140,7 @@ def scored_cells(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 def test_blockmax_scores_only_the_cells_whose_bound_reaches_the_kth_score(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(blockmax, "FIRST_CELLS", 1)
+    monkeypatch.setattr(blockmax, "CELL_SHIFT", 6)  # cells of 64 rows
     n = 64 * 100  # 100 cells of 64 rows
     ids = np.arange(n, dtype=np.int64) * 7
     common = Postings.of(np.arange(n, dtype=np.int32), np.full(n, 0.5, np.float32))  # in every chunk
@@ -159,6 +161,7 @@ def test_blockmax_scores_only_the_cells_whose_bound_reaches_the_kth_score(monkey
 
 def test_blockmax_ties_across_cells_go_to_the_lower_id(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(blockmax, "FIRST_CELLS", 1)
+    monkeypatch.setattr(blockmax, "CELL_SHIFT", 6)
     n = 64 * 10
     ids = np.arange(n, dtype=np.int64)
     # Cell 9's bound is higher (its other chunk holds the rare term), so it is scored first; cell 0's

@@ -6,7 +6,7 @@ million chunks it walks lists of hundreds of thousands of rows and scores each o
 full. Block-max bounds (Ding & Suel, "Faster top-k document retrieval using block-max indexes",
 SIGIR 2011) skip a list a block at a time instead. This is their numpy-friendly form:
 
-- The chunk rows are cut into cells of 64 (row ``r`` is in cell ``r >> CELL_SHIFT``).
+- The chunk rows are cut into cells of 16 (row ``r`` is in cell ``r >> CELL_SHIFT``).
   Each term's postings carry, per cell that holds the term, its highest impact there and where the
   cell's postings start (:class:`Cells`, computed when the list is read and cached with it: no
   change to the dataset's files).
@@ -33,12 +33,13 @@ if TYPE_CHECKING:
 
 # Rows per cell, as a power of two. Smaller cells bound tighter (a cell's bound sums each term's maximum over fewer
 # chunks) but cost more per query: the bounds are added up over every cell a query's terms touch
-# (a million chunks: 15,625 cells of 64). benchmarks/keyword_scale.py measured 32 / 64 / 128.
-CELL_SHIFT = 6
+# (a million chunks: 62,500 cells of 16). On the synthetic 1M dataset's SciFact questions, keyword
+# top 50 p50 was 16 / 24 / 30 ms with cells of 16 / 32 / 64 rows (load 4, docs/benchmarks.md).
+CELL_SHIFT = 4
 # A term in at least this share of the cells its rows span keeps a bound for every one of them.
 DENSE_CELLS = 1 / 4
-# Cells scored in the first batch: enough chunks (4,096 rows) that the k-th score is a real one.
-FIRST_CELLS = 64
+# Cells scored in the first batch: enough chunks that the k-th score is a real one.
+FIRST_CELLS = 256
 
 
 @dataclass(frozen=True)
@@ -110,11 +111,12 @@ class Scored(Protocol):
 
 
 def block_top(
-    n: int, lists: Sequence[Scored], allowed: NDArray[np.int64] | None, k: int
-) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    n: int, lists: Sequence[Scored], allowed: NDArray[np.int64] | None, k: int, give_up: float = 1.0
+) -> tuple[NDArray[np.int64], NDArray[np.float64]] | None:
     """The rows (in no particular order) and scores of every chunk that scores at least the k-th
     best (ties at the cut included), among ``n`` chunks, the ``allowed`` rows only (ascending; None:
-    all). Fewer than ``k`` matches: all of them.
+    all). Fewer than ``k`` matches: all of them. None once the cells still to score hold more than
+    ``give_up`` of the chunks (the bounds prune too little: the caller adds everything up instead).
 
     Raises:
         ValueError: ``lists`` on different grids.
@@ -143,6 +145,8 @@ def block_top(
         todo = np.flatnonzero(pending & (live_bound >= threshold))  # a tie may still win on its id
         if not len(todo):
             break
+        if threshold > 0 and (len(todo) << shift) > give_up * n:
+            return None  # most chunks left to score anyway: adding everything up is as cheap
         if len(todo) > batch:  # the highest bounds first: they raise the threshold soonest
             todo = todo[np.argpartition(-live_bound[todo], batch - 1)[:batch]]
         pending[todo] = False

@@ -136,7 +136,7 @@ def postings_of(blobs: tuple[bytes, bytes], n: int) -> Postings:
         raise ValueError("keyword postings of unequal lengths")
     if len(rows) and (rows[0] < 0 or rows[-1] >= n or (len(rows) > 1 and not (np.diff(rows) > 0).all())):
         raise ValueError("keyword postings point past the chunk table, or out of order")
-    return Postings.of(rows, impacts, n)
+    return Postings.of(rows, impacts)  # no dense copy: only MaxScore gains by it (block-max looks up ~100 rows)
 
 
 def fts_postings(ids: NDArray[np.int64], scores: Sequence[tuple[int, float]]) -> Postings:

@@ -232,6 +232,10 @@ def build_tools(
             fn, name=names[key], title=title, description=renamed(description, names), annotations=read_only
         )
         tool.parameters["additionalProperties"] = False
+        # The SDK would validate each result against the output model again (pydantic, ~0.03 ms a
+        # search): every result is a dump of that very model (json_result) or an error result, which
+        # it does not check. The output schema stays as published.
+        tool.fn_metadata.output_model = None
         built.append(tool)
     return built
 

@@ -104,14 +104,27 @@ class Redactor:
         if self._escaped is None or not isinstance(structured, dict) or not isinstance(content, list):
             return self._tool_result(result, None)
         dumped = dump_json(structured)
-        if any(f in dumped for f in self._escaped) or not _unchanged(structured, False):
+        if not self._clean(structured, dumped):
             return self._tool_result(result, dumped)
         out: dict[str, Any] = self.payload(
             {k: v for k, v in result.items() if k not in ("content", "structuredContent")}
         )
         out["structuredContent"] = structured
-        out["content"] = [self._text_copy(item, structured, structured, dumped) for item in content]
+        out["content"] = [
+            item
+            if isinstance(item, dict) and (item.get("text") == dumped or "text" not in item) and self._clean(item)
+            else self._text_copy(item, structured, structured, dumped)
+            for item in content
+        ]
         return out
+
+    def _clean(self, value: Any, dumped: str | None = None) -> bool:
+        """Whether :meth:`payload` leaves ``value`` as it is, found from one dump of it (``dumped``,
+        if made): no known folder in that JSON, and no absolute path in a string outside the
+        document keys."""
+        assert self._escaped is not None
+        text = dump_json(value) if dumped is None else dumped
+        return not any(f in text for f in self._escaped) and _unchanged(value, False)
 
     def _tool_result(self, result: dict[str, Any], dumped: str | None) -> dict[str, Any]:
         """:meth:`tool_result`, walking every value (``dumped``: the structured copy's JSON, if made)."""
@@ -162,13 +175,28 @@ def _unchanged(value: Any, document: bool) -> bool:
     """Whether :meth:`Redactor.payload` leaves ``value`` as it is, given that no known folder is in
     its JSON: no string outside the document keys holds an absolute path (``document``: ``value``
     is under one of those keys)."""
-    if isinstance(value, str):
-        return document or not (("/" in value or "\\" in value) and _ABSOLUTE_PATH.search(value))
     if isinstance(value, dict):
-        return all(k in _SCHEMA_KEYS or _unchanged(v, k in _DOCUMENT_KEYS) for k, v in value.items())
+        for k, v in value.items():
+            if isinstance(v, str):
+                if not (k in _DOCUMENT_KEYS or _plain(v)):
+                    return False
+            elif isinstance(v, dict | list) and k not in _SCHEMA_KEYS and not _unchanged(v, k in _DOCUMENT_KEYS):
+                return False
+        return True
     if isinstance(value, list):
-        return all(_unchanged(v, document) for v in value)
-    return True
+        for v in value:
+            if isinstance(v, str):
+                if not (document or _plain(v)):
+                    return False
+            elif isinstance(v, dict | list) and not _unchanged(v, document):
+                return False
+        return True
+    return not isinstance(value, str) or document or _plain(value)
+
+
+def _plain(text: str) -> bool:
+    """Whether ``text`` holds no absolute path (what :meth:`Redactor.message` would replace)."""
+    return ("/" not in text and "\\" not in text) or _ABSOLUTE_PATH.search(text) is None
 
 
 def _home() -> str:

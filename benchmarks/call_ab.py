@@ -57,11 +57,17 @@ def start(tree: Path, datasets: Path, profile_to: Path | None = None) -> StdioCl
     return client
 
 
-def cpu_ticks(pid: int, thread: int | None = None) -> int:
-    """User + system clock ticks of a process (all threads), or of one of its threads."""
-    path = f"/proc/{pid}/task/{thread}/stat" if thread is not None else f"/proc/{pid}/stat"
-    fields = Path(path).read_text().rsplit(")", 1)[1].split()
-    return int(fields[11]) + int(fields[12])
+def cpu_seconds(pid: int, thread: int | None = None) -> float:
+    """CPU seconds a process (all its threads) or one of its threads has run, from the scheduler's
+    nanosecond count (/proc/.../schedstat), not the 10 ms ticks of /proc/.../stat."""
+    tasks = [thread] if thread is not None else [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    total = 0
+    for tid in tasks:
+        try:
+            total += int(Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[0])
+        except (FileNotFoundError, ProcessLookupError):  # a thread that ended meanwhile
+            continue
+    return total / 1e9
 
 
 def call(client: StdioClient, dataset: str, query: str) -> tuple[float, float]:
@@ -79,8 +85,7 @@ def one_run(trees: dict[str, Path], args: argparse.Namespace, questions: list[st
         for q in questions:  # warm-up
             for label in labels:
                 call(clients[label], args.dataset, q)
-        hz = os.sysconf("SC_CLK_TCK")
-        before = {k: (cpu_ticks(c.proc.pid), cpu_ticks(c.proc.pid, c.proc.pid)) for k, c in clients.items()}
+        before = {k: (cpu_seconds(c.proc.pid), cpu_seconds(c.proc.pid, c.proc.pid)) for k, c in clients.items()}
         wall: dict[str, list[float]] = {k: [] for k in labels}
         core: dict[str, list[float]] = {k: [] for k in labels}
         for r in range(args.rounds):
@@ -94,8 +99,8 @@ def one_run(trees: dict[str, Path], args: argparse.Namespace, questions: list[st
         for label, client in clients.items():
             pid = client.proc.pid
             n = len(wall[label])
-            total = (cpu_ticks(pid) - before[label][0]) / hz / n
-            loop = (cpu_ticks(pid, pid) - before[label][1]) / hz / n
+            total = (cpu_seconds(pid) - before[label][0]) / n
+            loop = (cpu_seconds(pid, pid) - before[label][1]) / n
             out[label] = {
                 "wall_p50": 1000 * pct(wall[label], 50),
                 "wall_p95": 1000 * pct(wall[label], 95),

@@ -41,7 +41,8 @@ class LineReader:
         self.fd = fd
         self.limit = limit
         mode = os.fstat(fd).st_mode
-        self.on_loop = stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+        # Windows' event loop (proactor) cannot watch a descriptor: a thread reads there.
+        self.on_loop = os.name == "posix" and (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode))
         self._file = None if self.on_loop else os.fdopen(fd, "rb", buffering=READ_BYTES, closefd=False)
         self._lines: list[tuple[bytes, bool]] = []  # complete lines read, not yet taken (reversed)
         self._partial = bytearray()

@@ -195,6 +195,38 @@ def test_signal_exits_promptly(
     assert shutdown["signal"] == signum.name
 
 
+def test_a_client_that_stops_reading_does_not_wedge_a_signal(launcher: Path, datasets: Path) -> None:
+    """Answers pile up unread (more than the pipe and the writer's queue hold): the event loop still
+    takes SIGTERM, and the server exits."""
+    proc = subprocess.Popen(
+        [sys.executable, str(launcher), "serve", "--stdio", "--datasets-dir", str(datasets)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=subprocess_env(),
+    )
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        init = {"protocolVersion": PROTOCOL_VERSION, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+        proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init}).encode())
+        proc.stdin.write(b'\n{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
+        proc.stdin.flush()
+        assert json.loads(proc.stdout.readline())["id"] == 0  # serving; from here on nothing is read
+        listing = b"".join(
+            json.dumps({"jsonrpc": "2.0", "id": i, "method": "tools/list"}).encode() + b"\n" for i in range(1, 601)
+        )
+        proc.stdin.write(listing)  # ~600 answers of ~6 KB: past the pipe's 64 KB and the 4 MB queue
+        proc.stdin.flush()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(EXIT_BUDGET) == 0
+    finally:
+        proc.kill()
+        proc.wait()
+        for pipe in (proc.stdin, proc.stdout):
+            if pipe is not None:
+                pipe.close()
+
+
 def test_eof_before_initialize_exits(serve: Callable[..., StdioServer], datasets: Path) -> None:
     server = serve(datasets)
     server.close_stdin()

@@ -113,12 +113,23 @@ def evaluate_set(name: str, args: argparse.Namespace) -> dict[str, Any]:
             note(f"{name}: the fp32 and int8 datasets hold different chunks: their scores are not comparable")
         for mode in ("hybrid", "semantic"):
             row: dict[str, Any] = {}
+            per_query = {}
             for backend, info in built.items():
                 report = evaluate_pages(registry, info["id"], queries, qrels, mode)
                 row[backend] = round(report.metrics["ndcg@10"], 4)
+                per_query[backend] = {q: m["ndcg@10"] for q, m in report.per_query.items()}
             row["delta"] = round(row["onnx-int8"] - row["onnx"], 4)
+            # Where the difference comes from: questions whose nDCG@10 moved, and the largest moves.
+            moves = {q: per_query["onnx-int8"][q] - v for q, v in per_query["onnx"].items()}
+            row["questions"] = len(moves)
+            row["better"] = sum(d > 1e-9 for d in moves.values())
+            row["worse"] = sum(d < -1e-9 for d in moves.values())
+            row["largest_moves"] = {q: round(d, 4) for q, d in sorted(moves.items(), key=lambda x: x[1])[:3]}
             out["modes"][mode] = row
-            note(f"{name} {mode}: fp32 docs {row['onnx']:.4f}, int8 docs {row['onnx-int8']:.4f} ({row['delta']:+.4f})")
+            note(
+                f"{name} {mode}: fp32 docs {row['onnx']:.4f}, int8 docs {row['onnx-int8']:.4f} ({row['delta']:+.4f}; "
+                f"{row['worse']} of {row['questions']} questions worse, {row['better']} better)"
+            )
     finally:
         registry.close()
     speeds = [built[b].get("chunks_per_second") for b in BACKENDS]

@@ -4,6 +4,7 @@
     tools.py     the four tools: names, descriptions, argument schemas
     documents.py the documents as resources (mcpower://dataset/path): listed, read, completed
     changes.py   telling connected clients a dataset was republished (resources/list_changed)
+    updates.py   per-document subscriptions (resources/subscribe, listen streams) and their updates
     stdio.py     serving over stdin/stdout (started by MCP clients)
     http.py      serving Streamable HTTP at /mcp (one process, many clients), with /healthz
     auth/        who is calling, what they may read, how fast: the boundary every HTTP request

@@ -3,7 +3,8 @@
 Exit codes: 0 success, 1 a McpowerError or failed validation, 2 usage, 130 Ctrl-C.
 Results go to stdout; progress and diagnostics to stderr. One module per group of commands:
 ingest.py, importing.py, datasets.py (validate, datasets), search.py (search, eval), serve.py;
-app.py puts them together, preload.py loads a search's query model while the rest starts.
+app.py puts them together, preload.py loads a search's query model while the rest starts, and
+serve_fast.py runs a plain `serve --stdio` (what MCP clients start) without typer.
 This module is only the entry point, and imports nothing heavy: a cold search starts here.
 """
 

@@ -99,13 +99,24 @@ def test_answers_equal_an_exact_index(root: Path, mode: str) -> None:
         registry.close()
 
 
-def test_rows_are_read_in_any_order_adjacent_or_not(tmp_path: Path) -> None:
+# (bytes a read may take, rows that make a run long): the defaults, then small enough that reads are
+# split into many batches and runs are cut, long runs read alone among short ones.
+@pytest.mark.parametrize(("max_read", "long_run"), [(None, None), (32 * 7, 3)])
+def test_rows_are_read_in_any_order_adjacent_or_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, max_read: int | None, long_run: int | None
+) -> None:
+    from mcpower.store.local import vectors
+
+    if max_read is not None:
+        monkeypatch.setattr(vectors, "_MAX_READ", max_read)
+        monkeypatch.setattr(vectors, "_LONG_RUN", long_run)
     rng = np.random.default_rng(1)
     vecs = rng.standard_normal((300, 8)).astype(np.float32)
     write_vector_file(tmp_path / "v.f32", (vecs[s : s + 64] for s in range(0, 300, 64)))
     floats = VectorFile(os.open(tmp_path / "v.f32", os.O_RDONLY), 300, 8)
+    scattered = rng.integers(0, 300, 120).tolist()  # repeats, gaps of every size, runs
     try:
-        for rows in ([5, 4, 3, 200, 6, 299, 0], [17, 17, 18], list(range(300))[::-1], []):
+        for rows in ([5, 4, 3, 200, 6, 299, 0], [17, 17, 18], list(range(300))[::-1], [], scattered, [299]):
             got = floats.read(np.asarray(rows, dtype=np.int64))
             assert np.array_equal(got, vecs[rows].reshape(-1, 8))
         with pytest.raises(ValueError, match="outside"):

@@ -325,6 +325,9 @@ async def test_the_login_page_has_no_links_that_lead_back_to_it(registry: Regist
     for text in (login, again):
         assert 'data-testid="login-form"' in text
         assert 'data-testid="nav-search"' not in text and 'href="/"' not in text
+        # nor any other: every link stays on the login page (or its assets); a page behind the sign-in bounces back
+        links = re.findall(r'(?:href|action)="([^"]*)"', text)
+        assert links and all(link.startswith(("/static/", "#", "/login")) for link in links), links
 
 
 @pytest.mark.parametrize(

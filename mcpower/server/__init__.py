@@ -5,6 +5,7 @@
     tool_schemas.py  their JSON schemas, precomputed; their pydantic models built after the handshake
     documents.py the documents as resources (mcpower://dataset/path): listed, read, completed
     changes.py   telling connected clients a dataset was republished (resources/list_changed)
+    updates.py   per-document subscriptions (resources/subscribe, listen streams) and their updates
     stdio.py     serving over stdin/stdout (started by MCP clients)
     http.py      serving Streamable HTTP at /mcp (one process, many clients), with /healthz
     auth/        who is calling, what they may read, how fast: the boundary every HTTP request

@@ -24,6 +24,7 @@ from mcp.server.mcpserver import server as sdk_server
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp.types import Resource as MCPResource
+from mcp.types import SubscribeRequestParams, UnsubscribeRequestParams
 from pydantic import BaseModel, ValidationError
 
 from mcpower import __version__
@@ -35,9 +36,15 @@ from mcpower.server.auth.callers import current_caller, visible
 from mcpower.server.changes import Changes
 from mcpower.server.documents import add_documents, list_documents, mime_type
 from mcpower.server.limits import Workers
-from mcpower.server.middleware import NoPromptsAdvertised, ResourceUriLimit, WarmUpAfterHandshake
+from mcpower.server.middleware import (
+    ListChangedAdvertised,
+    NoPromptsAdvertised,
+    ResourceUriLimit,
+    WarmUpAfterHandshake,
+)
 from mcpower.server.responses import Redactor, RedactPaths, error_result, known_folders, validation_error
 from mcpower.server.tools import TOOL_NAMES, build_tools, renamed, unknown_arguments
+from mcpower.server.updates import Updates
 
 __all__ = ["TOOL_NAMES", "KnowledgeServer", "create_server"]  # TOOL_NAMES: tools.py
 
@@ -98,6 +105,18 @@ class KnowledgeServer(MCPServer):
 
     def close(self) -> None:
         self.workers.close()
+
+    def follow_documents(self, updates: Updates) -> None:
+        """Serves per-document subscriptions: ``resources/subscribe`` and ``resources/unsubscribe``
+        (which makes the capabilities say ``subscribe: true``), and the resource URIs of a 2026-07-28
+        ``subscriptions/listen`` stream, checked by ``updates``."""
+        self.changes.updates = updates
+        server = self._lowlevel_server
+        server.add_request_handler("resources/subscribe", SubscribeRequestParams, updates.subscribe)
+        server.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, updates.unsubscribe)
+        listen = server.get_request_handler("subscriptions/listen")
+        if listen is not None:
+            server.add_request_handler("subscriptions/listen", listen.params_type, updates.listen(listen.handler))
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         tool = self.tools.get(name)
@@ -170,8 +189,9 @@ def create_server(
     server.changes = changes
     server.warm = warm = WarmUpAfterHandshake(registry, server.tools.values())
     add_documents(server, registry, server.workers.run)
+    server.follow_documents(Updates(registry, server.workers.run, changes.bus))
 
-    server.middleware.extend([changes, audit, warm, NoPromptsAdvertised(), ResourceUriLimit()])
+    server.middleware.extend([changes, audit, warm, NoPromptsAdvertised(), ListChangedAdvertised(), ResourceUriLimit()])
     # Outermost: whatever answers a request, its text leaves through here.
     server.middleware.insert(0, RedactPaths(server.redactor))
     return server

@@ -1,5 +1,6 @@
 """Telling connected clients that the documents changed: ``notifications/resources/list_changed``
-when ``--watch`` (or a refresh) republishes a dataset.
+when ``--watch`` (or a refresh) republishes a dataset, after ``notifications/resources/updated`` for
+each document of it a client subscribed to whose text changed (updates.py).
 
 Clients of the 2025 protocol revisions get it on their session; clients of 2026-07-28 get it on a
 ``subscriptions/listen`` stream (the SDK's bus) if they opened one asking for resource list changes.
@@ -13,9 +14,12 @@ import contextlib
 import logging
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcp.server.subscriptions import InMemorySubscriptionBus, ResourcesListChanged
+
+if TYPE_CHECKING:
+    from mcpower.server.updates import Updates
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +37,7 @@ class Changes:
         self.bus = InMemorySubscriptionBus()  # given to the MCPServer: its subscriptions/listen streams
         self.sessions: weakref.WeakSet[Any] = weakref.WeakSet()
         self.loop: asyncio.AbstractEventLoop | None = None
+        self.updates: Updates | None = None  # the per-document subscriptions (create_server sets them)
 
     async def __call__(self, ctx: Any, call_next: Any) -> Any:
         self.loop = asyncio.get_running_loop()
@@ -50,21 +55,26 @@ class Changes:
 
         def on_event(event: Any) -> None:
             if getattr(event, "kind", None) == "reindexed":
-                self.resources_changed()
+                # which subscribed documents changed: read here, on the watcher's thread
+                updates = self.updates
+                self.resources_changed(updates.dataset_changed(event.dataset) if updates is not None else [])
             if also is not None:
                 also(event)
 
         return on_event
 
-    def resources_changed(self) -> None:
-        """Announce the change to every session and listen stream; returns at once (any thread)."""
+    def resources_changed(self, documents: list[str] | None = None) -> None:
+        """Announce the change to every session and listen stream, after ``documents`` (changed
+        subscribed URIs) to their subscribers; returns at once (any thread)."""
         loop = self.loop
         if loop is None or loop.is_closed():  # no client has connected yet: nobody to tell
             return
         with contextlib.suppress(RuntimeError):  # the loop stopped meanwhile (the server is ending)
-            asyncio.run_coroutine_threadsafe(self._send(), loop)
+            asyncio.run_coroutine_threadsafe(self._send(documents or []), loop)
 
-    async def _send(self) -> None:
+    async def _send(self, documents: list[str]) -> None:
+        # the documents first: a client that saw list_changed has seen every update before it
+        updated = await self.updates.send(documents) if self.updates is not None and documents else 0
         await self.bus.publish(ResourcesListChanged())
         sent = 0
         for session in list(self.sessions):
@@ -73,4 +83,4 @@ class Changes:
                 sent += 1
             except Exception:  # a departed or stuck client: the others are still told
                 self.sessions.discard(session)
-        logger.info("resources.changed", extra={"event": "resources.changed", "sessions": sent})
+        logger.info("resources.changed", extra={"event": "resources.changed", "sessions": sent, "updated": updated})

@@ -81,6 +81,29 @@ class NoPromptsAdvertised:
         return result
 
 
+class ListChangedAdvertised:
+    """A 2025-revision client is sent ``notifications/resources/list_changed`` when a dataset is
+    republished (changes.py); the SDK advertises ``resources.listChanged`` only when told through the
+    transport's initialization options, so the handshake says it here, on every transport alike.
+    (At 2026-07-28 the SDK derives it from the ``subscriptions/listen`` it serves.)"""
+
+    async def __call__(self, ctx: Any, call_next: Any) -> Any:
+        result = await call_next(ctx)
+        if ctx.method != "initialize":
+            return result
+        if isinstance(result, dict) and isinstance(result.get("capabilities"), dict):  # the wire form
+            resources = result["capabilities"].get("resources")
+            if isinstance(resources, dict):
+                resources["listChanged"] = True
+        elif getattr(getattr(result, "capabilities", None), "resources", None) is not None:
+            capabilities = result.capabilities
+            resources = capabilities.resources.model_copy(update={"list_changed": True})
+            result = result.model_copy(
+                update={"capabilities": capabilities.model_copy(update={"resources": resources})}
+            )
+        return result
+
+
 class ResourceUriLimit:
     """Refuses an over-long resource URI before the SDK reads it, whose errors echo the URI (twice)."""
 

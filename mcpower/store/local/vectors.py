@@ -15,7 +15,6 @@ by every search would otherwise grow towards the file's size. Adjacent rows are 
 
 from __future__ import annotations
 
-import itertools
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -33,6 +32,10 @@ VECTORS_FILE = "vectors.f32"
 WRITE_ROWS = 16384
 # At most this many bytes per read when rows are adjacent (a long run is split).
 _MAX_READ = 4 << 20
+# Rows this close share a read (the rows between are read and dropped): fewer system calls.
+_GAP = 4
+# A run of this many rows or more is read on its own, with no copy to join it to others.
+_LONG_RUN = 64
 
 
 class VectorFile:
@@ -68,28 +71,43 @@ class VectorFile:
             raise ValueError("a vector row outside the file")
         order = np.argsort(rows, kind="stable")
         wanted = rows[order]
-        view = out.view(np.uint8).reshape(len(rows), self._row_bytes)
-        for start, stop in _runs(wanted, _MAX_READ // self._row_bytes):
-            first, last = int(wanted[start]), int(wanted[stop - 1])
-            data = os.pread(self.fd, (last - first + 1) * self._row_bytes, first * self._row_bytes)
-            if len(data) != (last - first + 1) * self._row_bytes:
+        rb, most = self._row_bytes, _MAX_READ // self._row_bytes
+        firsts, lasts = _runs(wanted, most)
+        spans = lasts - firsts + 1
+        at = np.cumsum(spans) - spans  # each run's first row in the rows read
+        run_of = np.searchsorted(firsts, wanted, side="right") - 1
+        # Runs are read in batches of about `most` rows: one join and one gather a batch, and no
+        # buffer much over _MAX_READ (a fresh large buffer costs more in page faults than the reads).
+        # A long run is a batch of its own, read straight into the bytes it is gathered from.
+        long = spans >= _LONG_RUN
+        cuts = np.flatnonzero((np.diff(at // most) != 0) | long[1:] | long[:-1]) + 1
+        for r0, r1 in zip([0, *cuts.tolist()], [*cuts.tolist(), len(firsts)]):
+            data = b"".join(
+                [os.pread(self.fd, n * rb, f * rb) for f, n in zip(firsts[r0:r1].tolist(), spans[r0:r1].tolist())]
+            )
+            if len(data) != int(spans[r0:r1].sum()) * rb:
                 raise ValueError("the vectors file changed while it was read")
-            block = np.frombuffer(data, dtype=np.uint8).reshape(-1, self._row_bytes)
-            view[order[start:stop]] = block[wanted[start:stop] - first]
+            w0, w1 = np.searchsorted(run_of, (r0, r1))
+            mine = run_of[w0:w1]
+            block = np.frombuffer(data, dtype=np.float32).reshape(-1, self.dimension)
+            out[order[w0:w1]] = block[at[mine] - at[r0] + wanted[w0:w1] - firsts[mine]]
         return out
 
 
-def _runs(sorted_rows: NDArray[np.int64], max_rows: int) -> Iterator[tuple[int, int]]:
-    """(start, stop) slices of ``sorted_rows`` whose rows lie within ``max_rows`` of the slice's first
-    and within a few rows of each other (rows a slice skips are read and dropped)."""
-    gaps = np.flatnonzero(np.diff(sorted_rows) > 4) + 1
-    bounds = [0, *gaps.tolist(), len(sorted_rows)]
-    for a, b in itertools.pairwise(bounds):
-        start = a
-        while start < b:
-            stop = start + int(np.searchsorted(sorted_rows[start:b], sorted_rows[start] + max_rows))
-            yield start, max(stop, start + 1)
-            start = max(stop, start + 1)
+def _runs(sorted_rows: NDArray[np.int64], max_rows: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """(first rows, last rows) of the runs that cover ``sorted_rows``: rows within a few of each
+    other share a run (the rows between are read and dropped), and no run spans ``max_rows`` or more.
+    Worked out with numpy: a search's ~100 scattered rows are ~100 runs, one ``pread`` each."""
+    apart = np.diff(sorted_rows) > _GAP
+    # Within a group of close rows, a new run every max_rows rows from the group's first row.
+    group = np.concatenate(([0], np.cumsum(apart)))
+    group_first = sorted_rows[np.concatenate(([0], np.flatnonzero(apart) + 1))][group]
+    piece = (sorted_rows - group_first) // max_rows
+    new = np.ones(len(sorted_rows), dtype=bool)
+    new[1:] = apart | (np.diff(piece) != 0)
+    starts = np.flatnonzero(new)
+    stops = np.concatenate((starts[1:], [len(sorted_rows)])) - 1
+    return sorted_rows[starts], sorted_rows[stops]
 
 
 def write_vector_file(path: os.PathLike[str] | str, blocks: Iterable[NDArray[np.float32]]) -> int:

@@ -1,0 +1,234 @@
+"""Per-document subscriptions: a client asks to hear when one document (``mcpower://<dataset>/<path>``)
+changes, and is told with ``notifications/resources/updated`` when a watcher republishes its dataset
+with that document's text changed, or without it.
+
+Two doors, one table. Clients of the 2025 protocol revisions call ``resources/subscribe`` and
+``resources/unsubscribe`` (per session: a session's subscriptions end with it); clients of 2026-07-28
+name the documents in a ``subscriptions/listen`` request (per stream: they end with the stream), and
+hear on that stream through the SDK's bus. Either way a caller can subscribe only to a document it
+may read (auth/callers.py), as ``resources/read`` would find it, and at most
+:data:`MAX_PER_SESSION` of them on one session or stream.
+
+What changed is decided from the text a client would read: the sha256 of each subscribed document's
+stored text is kept, and compared when its dataset is republished (only the subscribed documents of
+that dataset are read again, so the cost is bounded by the subscriptions, not the dataset's size).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import threading
+import weakref
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from typing import Any
+from urllib.parse import unquote
+
+from mcp.server.subscriptions import ResourceUpdated, SubscriptionBus
+from mcp.shared.exceptions import MCPError
+from mcp.types import INVALID_PARAMS, EmptyResult, SubscribeRequestParams, UnsubscribeRequestParams
+
+from mcpower.errors import McpowerError
+from mcpower.registry import Registry
+from mcpower.server.auth.callers import Caller, allowed, current_caller, visible
+from mcpower.server.documents import URI_SCHEME
+from mcpower.server.middleware import MAX_RESOURCE_URI_CHARS
+
+logger = logging.getLogger(__name__)
+
+MAX_PER_SESSION = 256  # documents one session (or one listen stream) may subscribe to
+MAX_DOCUMENTS = 20_000  # distinct documents subscribed to over all sessions: bounds a republish's reads
+SEND_TIMEOUT_S = 5.0  # a client that does not read its notifications is not waited for longer
+_PREFIX = f"{URI_SCHEME}://"
+_GONE = "gone"  # the fingerprint of a document that is not there (a sha256 is 64 hex digits)
+
+Run = Callable[[Callable[[], Any]], Awaitable[Any]]
+
+
+def parse_uri(uri: str) -> tuple[str, str] | None:
+    """(dataset, path) of a document URI as documents.py makes them; None for anything else."""
+    if not uri.startswith(_PREFIX):
+        return None
+    dataset, slash, path = uri[len(_PREFIX) :].partition("/")
+    if not dataset or not slash or not path:
+        return None
+    return dataset, unquote(path)
+
+
+def fingerprint(registry: Registry, dataset: str, path: str) -> str:
+    """The sha256 of the text ``resources/read`` serves for the document, or _GONE."""
+    try:
+        doc = registry.store(dataset).document(path)
+    except McpowerError:
+        return _GONE
+    return _GONE if doc is None else hashlib.sha256(doc.content.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class Updates:
+    """The subscriptions of every session and listen stream, and the text each document had when
+    last seen. Subscribing runs on the event loop; :meth:`dataset_changed` on a watcher's thread."""
+
+    def __init__(self, registry: Registry, run: Run, bus: SubscriptionBus) -> None:
+        self.registry = registry
+        self.run = run  # the server's worker threads: reading a document is blocking work
+        self.bus = bus
+        self.lock = threading.Lock()
+        # A session's connection -> {uri: the caller that subscribed}; a closed session is forgotten.
+        self.sessions: weakref.WeakKeyDictionary[Any, dict[str, Caller]] = weakref.WeakKeyDictionary()
+        self.listening: Counter[str] = Counter()  # the URIs of open listen streams, counted per stream
+        self.known: dict[str, str] = {}  # uri -> fingerprint of its text when last seen
+
+    # ------------------------------------------------------------ resources/subscribe (up to 2025-11-25)
+
+    async def subscribe(self, ctx: Any, params: SubscribeRequestParams) -> EmptyResult:
+        uri, connection = str(params.uri), self._connection(ctx)
+        caller = current_caller()
+        seen = await self._check(uri, caller)
+        with self.lock:
+            mine = self.sessions.setdefault(connection, {})
+            if uri not in mine and len(mine) >= MAX_PER_SESSION:
+                raise MCPError(
+                    INVALID_PARAMS,
+                    f"this session already subscribes to {MAX_PER_SESSION} documents, the most it may; "
+                    "unsubscribe from one first (resources/unsubscribe)",
+                )
+            self._remember(uri, seen)
+            mine[uri] = caller
+        logger.info("resources.subscribed", extra={"event": "resources.subscribed", "uri": uri[:200]})
+        return EmptyResult()
+
+    async def unsubscribe(self, ctx: Any, params: UnsubscribeRequestParams) -> EmptyResult:
+        """Ends the session's subscription; unsubscribing from what it never subscribed to is no error
+        (the client may have lost track after a reconnect), as the protocol leaves it."""
+        connection = self._connection(ctx)
+        with self.lock:
+            mine = self.sessions.get(connection)
+            if mine is not None:
+                mine.pop(str(params.uri), None)
+        return EmptyResult()
+
+    @staticmethod
+    def _connection(ctx: Any) -> Any:
+        # ctx.session lives for one request; the client's connection for as long as it stays (the SDK
+        # keeps it on the session without a public name), as changes.py finds it
+        connection = getattr(getattr(ctx, "session", None), "_connection", None)
+        if connection is None:
+            raise MCPError(INVALID_PARAMS, "resources/subscribe needs a session to send updates on")
+        return connection
+
+    # ------------------------------------------------------------ subscriptions/listen (2026-07-28)
+
+    def listen(self, handler: Callable[[Any, Any], Awaitable[Any]]) -> Callable[[Any, Any], Awaitable[Any]]:
+        """The SDK's ``subscriptions/listen`` handler, with the stream's resource URIs checked as
+        ``resources/subscribe`` checks them: a document the caller may not read (or that is not there)
+        is left out of the acknowledged filter, so the stream never hears of it."""
+
+        async def listen(ctx: Any, params: Any) -> Any:
+            wanted = list(params.notifications.resource_subscriptions or [])
+            if len(wanted) > MAX_PER_SESSION:
+                raise MCPError(
+                    INVALID_PARAMS,
+                    f"{len(wanted)} resource subscriptions on one stream; at most {MAX_PER_SESSION}",
+                )
+            caller, kept = current_caller(), []
+            for uri in dict.fromkeys(wanted):
+                try:
+                    seen = await self._check(uri, caller)
+                    with self.lock:
+                        self._remember(uri, seen)
+                        self.listening[uri] += 1
+                except MCPError:
+                    continue  # not honoured: the acknowledgement leaves it out
+                kept.append(uri)
+            honoured = params.notifications.model_copy(update={"resource_subscriptions": kept or None})
+            try:
+                return await handler(ctx, params.model_copy(update={"notifications": honoured}))
+            finally:
+                with self.lock:
+                    self.listening.subtract(kept)
+                    for uri in kept:
+                        if self.listening[uri] <= 0:
+                            del self.listening[uri]
+
+        return listen
+
+    # ------------------------------------------------------------ both
+
+    async def _check(self, uri: str, caller: Caller) -> str:
+        """The document's fingerprint, if ``caller`` may read it and it is there; else the error a
+        read would give (a dataset the caller may not see is reported as an unknown one)."""
+        if len(uri) > MAX_RESOURCE_URI_CHARS:
+            raise MCPError(INVALID_PARAMS, f"resource URI of {len(uri)} characters; at most {MAX_RESOURCE_URI_CHARS}")
+        parts = parse_uri(uri)
+        if parts is None:
+            raise MCPError(
+                INVALID_PARAMS,
+                f"cannot subscribe to {uri[:200]!r}: only documents ({_PREFIX}<dataset>/<path>, as resources/list names them)",
+            )
+        dataset, path = parts
+        scoped = visible(self.registry, caller)
+
+        def read() -> str:
+            try:
+                scoped.store(dataset)  # an unknown dataset (or one not the caller's) says so, as a read does
+            except McpowerError as e:
+                raise MCPError(INVALID_PARAMS, e.message, {"uri": uri[:200]}) from None
+            return fingerprint(scoped, dataset, path)
+
+        seen: str = await self.run(read)
+        if seen == _GONE:
+            raise MCPError(
+                INVALID_PARAMS, f"no document {path[:200]!r} in dataset {dataset[:100]!r}", {"uri": uri[:200]}
+            )
+        return seen
+
+    def _remember(self, uri: str, seen: str) -> None:
+        """Keeps the text first seen (a later subscriber must not hide a change; under self.lock)."""
+        if uri not in self.known and len(self.known) >= MAX_DOCUMENTS:
+            raise MCPError(INVALID_PARAMS, f"the server already follows {MAX_DOCUMENTS} documents; try again later")
+        self.known.setdefault(uri, seen)
+
+    def dataset_changed(self, dataset: str) -> list[str]:
+        """The subscribed URIs of ``dataset`` whose text changed (or which are gone) since last seen,
+        each now remembered as it is; blocking (a watcher's thread). Forgets what nobody follows."""
+        with self.lock:
+            followed = set(self.listening)
+            for mine in self.sessions.values():
+                followed.update(mine)
+            for uri in set(self.known) - followed:
+                del self.known[uri]
+            ours = [(uri, parts[1]) for uri in self.known if (parts := parse_uri(uri)) and parts[0] == dataset]
+        changed = []
+        for uri, path in ours:
+            now = fingerprint(self.registry, dataset, path)
+            with self.lock:
+                if uri in self.known and self.known[uri] != now:
+                    self.known[uri] = now
+                    changed.append(uri)
+        return changed
+
+    async def send(self, changed: list[str]) -> int:
+        """``notifications/resources/updated`` for each of ``changed`` to the sessions subscribed to
+        it whose caller may read it, and to the listen streams (the bus matches their URIs); returns
+        how many notifications went to sessions."""
+        sent = 0
+        for uri in changed:
+            await self.bus.publish(ResourceUpdated(uri=uri))
+        with self.lock:
+            sessions = [(connection, dict(mine)) for connection, mine in self.sessions.items()]
+        for connection, mine in sessions:
+            for uri in changed:
+                parts = parse_uri(uri)
+                caller = mine.get(uri)
+                if caller is None or parts is None or not allowed(caller, parts[0]):
+                    continue
+                try:
+                    await asyncio.wait_for(connection.send_resource_updated(uri), SEND_TIMEOUT_S)
+                    sent += 1
+                except Exception:  # a departed or stuck client: its subscriptions end, the others are told
+                    with self.lock:
+                        self.sessions.pop(connection, None)
+                    break
+        return sent

@@ -1,0 +1,170 @@
+"""Per-document subscriptions, in process: ``resources/subscribe`` (2025 revisions) and the resource
+URIs of ``subscriptions/listen`` (2026-07-28) announce a republished document whose text changed or
+which is gone, to its subscribers only, and only within what their token may read.
+
+A re-ingest stands for the watcher's republish; its observer is called as the watcher calls it, on
+a thread. "Nothing arrived" is decided by ``list_changed``, which is sent after every update of the
+same republish (changes.py), never by waiting.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from conftest import FakeEmbedder, join_warm_up, write_files
+from mcp import Client, MCPError
+from mcp.server.auth.middleware.auth_context import auth_context_var
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
+from mcp.types import ResourceListChangedNotification, ResourceUpdatedNotification
+from server_fixtures import ingest_handbook
+
+from mcpower.registry import Registry
+from mcpower.server.app import KnowledgeServer, create_server
+from mcpower.server.auth.callers import scopes_for
+from mcpower.server.updates import MAX_PER_SESSION
+from mcpower.watch.watcher import WatchEvent
+
+pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")]
+
+INSTALL = "mcpower://handbook/guide/install.md"
+USAGE = "mcpower://handbook/guide/usage.md"
+NOTES = "mcpower://handbook/notes.txt"
+BREAD = "mcpower://recipes/bread.md"
+
+
+@pytest.fixture
+def registry(datasets: Path) -> Iterator[Registry]:
+    reg = Registry(datasets, embedder_factory=lambda model: FakeEmbedder())
+    yield reg
+    join_warm_up()
+    reg.close()
+
+
+@contextmanager
+def as_caller(name: str, patterns: list[str]) -> Iterator[None]:
+    """Requests made in this block (and the in-memory server's tasks started in it) come from a
+    named token reading ``patterns``, as the HTTP gate would set it."""
+    token = AccessToken(token="x", client_id=name, scopes=scopes_for(patterns))
+    reset = auth_context_var.set(AuthenticatedUser(token))
+    try:
+        yield
+    finally:
+        auth_context_var.reset(reset)
+
+
+class Inbox:
+    """The notifications a client received, and a wait for the next list_changed."""
+
+    def __init__(self) -> None:
+        self.updated: list[str] = []
+        self.changed = 0
+        self.event = anyio.Event()
+
+    async def __call__(self, message: Any) -> None:
+        if isinstance(message, ResourceUpdatedNotification):
+            self.updated.append(str(message.params.uri))
+        elif isinstance(message, ResourceListChangedNotification):
+            self.changed += 1
+            self.event.set()
+
+    async def next_change(self) -> None:
+        with anyio.fail_after(30):
+            await self.event.wait()
+        self.event = anyio.Event()
+
+
+async def republish(server: KnowledgeServer, root: Path, files: dict[str, str], gone: tuple[str, ...] = ()) -> None:
+    """Edit the handbook's source, re-ingest it, and tell the server as the watcher does (its thread)."""
+    source = root / "src" / "handbook"
+    write_files(source, files)
+    for path in gone:
+        (source / path).unlink()
+    await anyio.to_thread.run_sync(ingest_handbook, root)
+    await anyio.to_thread.run_sync(server.changes.observer(), WatchEvent("handbook", "reindexed"))
+
+
+async def test_a_subscribed_document_that_changed_or_went_is_announced_and_only_it(
+    registry: Registry, datasets: Path
+) -> None:
+    server, inbox = create_server(registry), Inbox()
+    root = datasets.parent
+    async with Client(server, mode="legacy", message_handler=inbox) as c:
+        resources = c.server_capabilities.resources
+        assert resources is not None and resources.subscribe is True and resources.list_changed is True
+        for uri in (INSTALL, USAGE, NOTES, BREAD):
+            await c.subscribe_resource(uri)
+        await c.subscribe_resource(INSTALL)  # again: still one subscription
+
+        await republish(server, root, {"guide/usage.md": "# Usage notes\n\nNow with ocarinas.\n"}, gone=("notes.txt",))
+        await inbox.next_change()
+        assert sorted(inbox.updated) == [USAGE, NOTES]  # install.md unchanged, bread.md in another dataset
+
+        await c.unsubscribe_resource(USAGE)
+        await c.unsubscribe_resource(USAGE)  # not subscribed any more: no error
+        inbox.updated.clear()
+        await republish(server, root, {"guide/usage.md": "# Usage\n\nAnd lutes.\n", "guide/install.md": "# New\n"})
+        await inbox.next_change()
+        assert inbox.updated == [INSTALL]  # usage.md changed too, but nobody follows it now
+    gc.collect()
+    assert server.changes.updates is not None and len(server.changes.updates.sessions) == 0  # the session ended
+
+
+async def test_only_documents_there_and_readable_can_be_subscribed(registry: Registry) -> None:
+    with as_caller("alice", ["handbook"]):
+        async with Client(create_server(registry), mode="legacy") as c:
+            await c.subscribe_resource(INSTALL)
+            for uri, said in [
+                (BREAD, "dataset 'recipes'"),  # there, but not alice's: told as an unknown dataset is
+                ("mcpower://nosuch/a.md", "dataset 'nosuch'"),
+                ("mcpower://handbook/guide/missing.md", "no document 'guide/missing.md'"),
+                ("https://example.com/a.md", "only documents"),
+                ("mcpower://handbook/" + "a" * 5000, "at most"),
+            ]:
+                with pytest.raises(MCPError) as refused:
+                    await c.subscribe_resource(uri)
+                assert said in str(refused.value), (uri, str(refused.value))
+            for uri in (BREAD, "mcpower://nosuch/a.md"):  # refused in the same words as a read
+                with pytest.raises(MCPError) as read:
+                    await c.read_resource(uri)
+                with pytest.raises(MCPError) as subscribed:
+                    await c.subscribe_resource(uri)
+                assert str(subscribed.value) == str(read.value) and "available" in str(read.value)
+
+
+async def test_subscriptions_per_session_are_bounded(registry: Registry, datasets: Path) -> None:
+    files = {f"many/{n}.md": f"# Page {n}\n\nText {n}.\n" for n in range(MAX_PER_SESSION + 1)}
+    write_files(datasets.parent / "src" / "handbook", files)
+    await anyio.to_thread.run_sync(ingest_handbook, datasets.parent)
+    async with Client(create_server(registry), mode="legacy") as c:
+        for n in range(MAX_PER_SESSION):
+            await c.subscribe_resource(f"mcpower://handbook/many/{n}.md")
+        with pytest.raises(MCPError, match=f"{MAX_PER_SESSION} documents"):
+            await c.subscribe_resource(f"mcpower://handbook/many/{MAX_PER_SESSION}.md")
+        await c.unsubscribe_resource("mcpower://handbook/many/0.md")
+        await c.subscribe_resource(f"mcpower://handbook/many/{MAX_PER_SESSION}.md")  # room again
+
+
+async def test_a_listen_stream_hears_of_its_documents_within_its_token(registry: Registry, datasets: Path) -> None:
+    """2026-07-28: the stream's resource URIs are acknowledged only for documents the caller may
+    read; a change to one reaches the stream as ResourceUpdated, before the list change."""
+    server = create_server(registry)
+    with as_caller("alice", ["handbook"]):
+        async with (
+            Client(server, mode="auto") as c,
+            c.listen(resources_list_changed=True, resource_subscriptions=[USAGE, INSTALL, BREAD]) as stream,
+        ):
+            resources = c.server_capabilities.resources
+            assert resources is not None and resources.subscribe is True and resources.list_changed is True
+            assert stream.honored is not None and stream.honored.resource_subscriptions == [USAGE, INSTALL]
+            await republish(server, datasets.parent, {"guide/usage.md": "# Usage\n\nBagpipes.\n"})
+            with anyio.fail_after(30):
+                first, second = await stream.__anext__(), await stream.__anext__()
+            assert (type(first).__name__, getattr(first, "uri", None)) == ("ResourceUpdated", USAGE)
+            assert type(second).__name__ == "ResourcesListChanged"

@@ -26,6 +26,9 @@ _MODEL_PATH_PREFIXES = ("~", "./", "../", ".\\", "..\\")
 # onnx-int8: that export quantised (faster, cosine ≈ 0.99 against torch).
 Backend = Literal["torch", "onnx", "onnx-int8"]
 BACKENDS: tuple[Backend, ...] = get_args(Backend)
+# fp32 for new datasets, not int8: int8 documents (fp32 queries) ingest 1.4-2.2x faster but lost
+# 0.0123 hybrid nDCG@10 on the FastAPI docs, over issue 30's bar of 0.005
+# (benchmarks/int8_documents.py, docs/benchmarks.md#ingest-with-the-int8-model-item-4).
 DEFAULT_BACKEND: Backend = "onnx"
 
 # all-MiniLM-L6-v2 reads 256 word pieces, 2 of them special tokens.

@@ -79,3 +79,43 @@ def test_question_sets_are_consistent(bench: ModuleType, name: str) -> None:
         assert 30 <= len(queries) <= 50
         assert sum(k == "version" for k in kinds.values()) >= 3
         assert sum(k == "no-answer" for k in kinds.values()) >= 3
+
+
+def test_int8_documents_compares_only_datasets_holding_the_same_chunks(tmp_path: Path) -> None:
+    """benchmarks/int8_documents.py: an fp32 and an int8 dataset are compared only if they hold the
+    same chunks (a reused fp32 ingest made by other chunking code would not), and the cosine of
+    each chunk's two vectors is reported."""
+    from conftest import FakeEmbedder
+
+    from mcpower.ingestion import IngestOptions, ingest
+    from mcpower.registry import Registry
+
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        spec = importlib.util.spec_from_file_location("mcpower_int8_documents", BENCHMARKS / "int8_documents.py")
+        assert spec is not None and spec.loader is not None
+        harness = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(harness)
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    src, root = tmp_path / "src", tmp_path / "datasets"
+    src.mkdir()
+    (src / "a.md").write_text(
+        "# Daemon\n\nThe zephyrine daemon starts on boot.\n\n## Logs\n\nLogs go to the journal.\n"
+    )
+    (src / "b.md").write_text("# Quokka\n\nA quokka hops about.\n")
+    fp32, int8 = FakeEmbedder(), FakeEmbedder()
+    int8.backend = "onnx-int8"
+    ingest(src, root, IngestOptions(dataset_id="fp32"), embedder=fp32)
+    ingest(src, root, IngestOptions(dataset_id="int8"), embedder=int8)
+    (src / "b.md").write_text("# Quokka\n\nA quokka hops about the island.\n")
+    ingest(src, root, IngestOptions(dataset_id="other"), embedder=int8)
+    registry = Registry(root, embedder_factory=lambda model: fp32)
+    try:
+        same = harness.compare_chunks(registry, "fp32", "int8")
+        other = harness.compare_chunks(registry, "fp32", "other")
+    finally:
+        registry.close()
+
+    assert same == {"same_chunks": True, "chunks_fp32": 2, "chunks_int8": 2, "cosine_mean": 1.0, "cosine_min": 1.0}
+    assert other["same_chunks"] is False and other["chunks_int8"] == 2

@@ -16,7 +16,7 @@ import pytest
 import typer
 
 import mcpower.cli
-from mcpower.cli import common, datasets, importing, ingest, preload, search, serve
+from mcpower.cli import common, datasets, importing, ingest, preload, search, serve, serving
 from mcpower.cli.app import SHORT_COMMANDS
 
 
@@ -40,9 +40,14 @@ def collector_during(monkeypatch: pytest.MonkeyPatch, argv: list[str]) -> bool:
         seen.append(gc.isenabled())
         raise typer.Exit(0)
 
+    def run_server(s: object, http: bool) -> None:  # `serve --stdio` without typer (serve_fast.py) gets here
+        seen.append(gc.isenabled())
+        raise SystemExit(0)
+
     for module in (common, datasets, importing, ingest, search, serve):
         if hasattr(module, "settings"):
             monkeypatch.setattr(module, "settings", settings)
+    monkeypatch.setattr(serving, "run_server", run_server)
     # A search would start loading the real model, which no command here gets to use.
     monkeypatch.setattr(preload, "head_start", lambda argv: None)
     monkeypatch.setattr(sys, "argv", ["mcpower", *argv])

@@ -174,6 +174,38 @@ def test_a_tool_results_text_copy_is_redacted_whether_or_not_it_repeats_the_stru
     assert json.loads(out["content"][0]["text"]) == out["structuredContent"] == redact.payload(dirty)
 
 
+@pytest.mark.parametrize(
+    ("folder", "structured"),
+    [
+        ("/srv/data", {"results": [{"path": "a/b.md", "snippet": "see /etc/nginx/nginx.conf"}], "meta": {"n": 1}}),
+        ("/srv/data", {"results": [{"snippet": "built in /srv/data/docs", "heading_path": ["/home/al/x"]}]}),
+        ("/srv/data", {"meta": {"notes": ["read /opt/models/m/config.json", "fine"]}, "results": []}),
+        ("/srv/data", {"meta": {"notes": ["C:\\Users\\al\\model"]}, "results": [{"path": "C:\\x"}]}),
+        ('/srv/da"ta\\x', {"results": [{"snippet": 'see /srv/da"ta\\x/docs', "title": "t"}], "meta": {}}),
+        ("/srv/data", {"results": [{"path": "/home/al", "score": 0.5, "line_start": 3, "stale": None}]}),
+        ("/srv/data", {"inputSchema": {"d": "/srv/data/x"}, "meta": {"model": "/home/al/m"}}),
+    ],
+    ids=["clean", "folders-in-text", "path-in-a-note", "windows", "escaped-folder", "home-as-path", "schema"],
+)
+def test_a_tool_result_is_redacted_as_a_walk_of_every_value_would(
+    folder: str, structured: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The one-pass check of a tool result (issue 30.1) takes out what Redactor.payload takes out, in
+    both copies and in the other content items, and hands back a result with nothing to take out as it is."""
+    from mcpower.server.responses import Redactor, dump_json
+
+    monkeypatch.setenv("HOME", "/home/al")
+    redact = Redactor([(folder, "<datasets>")])
+    link = {"type": "resource_link", "uri": "mcpower://docs/a.md", "name": f"{folder}/a.md"}
+    result = {"content": [{"type": "text", "text": dump_json(structured)}, link], "structuredContent": structured}
+    out = redact.tool_result(result)
+    expected = redact.payload(structured)
+    assert out["structuredContent"] == expected
+    assert json.loads(out["content"][0]["text"]) == expected
+    assert out["content"][1] == redact.payload(link) and folder not in out["content"][1]["name"]
+    assert (out["structuredContent"] is structured) is (expected is structured)
+
+
 @pytest.mark.anyio
 async def test_an_unexpected_error_is_answered_without_its_paths(
     ingested: tuple[Path, Registry], monkeypatch: pytest.MonkeyPatch

@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import format_fixtures as ff
 import pytest
@@ -170,18 +171,30 @@ SERVER_HEAVY = (
     "prometheus_client",
     "protego",
     "rich",  # the SDK's own log handler: the CLI has configured logging already (server/app.py)
+    "typer",  # a plain `serve --stdio` runs without the command line library (cli/serve_fast.py)
     *HEAVY,
 )
-# Runs `mcpower ARGS...`; as the server ends (with os._exit), writes what it had imported to stderr.
+# Runs `mcpower ARGS...`; as the server ends (with os._exit), writes what it had imported to stderr,
+# and the tool functions whose pydantic models the SDK built (server/tool_schemas.py defers them).
 REPORT_AT_EXIT = """
 import json, os, sys
 heavy = json.loads(sys.argv.pop(1))
 exit_now = os._exit
+import mcpower.cli  # first, as in the `mcpower` command (it sets up pydantic's environment)
+import mcp.server.mcpserver.tools.base as tool_base
+built, make = [], tool_base.func_metadata
+
+def counting(fn, *args, **kwargs):
+    built.append(fn.__name__)
+    return make(fn, *args, **kwargs)
+
+tool_base.func_metadata = counting
 
 def report_and_exit(code):
     loaded = sorted(m for m in sys.modules if m.split(".")[0] in heavy or m in ("mcpower.search", "mcpower.coverage")
                     or m.startswith(("mcpower.store.milvus", "mcpower.web")))
     os.write(2, ("LOADED " + json.dumps(loaded) + "\\n").encode())
+    os.write(2, ("BUILT " + json.dumps(built) + "\\n").encode())
     exit_now(code)
 
 os._exit = report_and_exit
@@ -226,6 +239,14 @@ def test_serve_stdio_answers_initialize_before_loading_anything_heavy(tmp_path: 
     assert "mcpower.server.app" not in sdk and "numpy" not in sdk  # the SDK alone loads none of these
     assert [m for m in loaded if m not in sdk] == []
     assert "rich" in sdk and "rich" not in loaded  # a bare MCPServer builds a rich handler; ours does not
+    assert "typer" not in sdk
+    assert _reported(server, "BUILT") == []  # the tools' schemas were precomputed; their models wait
+
+
+def _reported(server: StdioServer, tag: str) -> Any:
+    lines = [line.decode() for line in server.stderr_lines if line.startswith(tag.encode() + b" ")]
+    assert len(lines) == 1, server.stderr()
+    return json.loads(lines[0][len(tag) + 1 :])
 
 
 def test_the_sdk_configures_logging_only_where_nobody_has(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -271,6 +292,7 @@ def test_the_serve_report_sees_heavy_imports(tmp_path: Path, datasets: Path) -> 
     reports = [line.decode() for line in server.stderr_lines if line.startswith(b"LOADED ")]
     loaded = json.loads(reports[0][len("LOADED ") :])
     assert "numpy" in loaded and "mcpower.search" in loaded and "mcpower.coverage" in loaded
+    assert "knowledge_search" in _reported(server, "BUILT")  # the search's model, built for its call
 
 
 # ---------------------------------------------------------------- the command line builds one command

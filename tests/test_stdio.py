@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import shutil
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -19,6 +20,7 @@ import pytest
 from server_fixtures import (
     CLIENTS_DIR,
     HANDBOOK,
+    PROTOCOL_VERSION,
     RECIPES,
     StdioServer,
     add_broken_dataset,
@@ -193,6 +195,38 @@ def test_signal_exits_promptly(
     assert shutdown["signal"] == signum.name
 
 
+def test_a_client_that_stops_reading_does_not_wedge_a_signal(launcher: Path, datasets: Path) -> None:
+    """Answers pile up unread (more than the pipe and the writer's queue hold): the event loop still
+    takes SIGTERM, and the server exits."""
+    proc = subprocess.Popen(
+        [sys.executable, str(launcher), "serve", "--stdio", "--datasets-dir", str(datasets)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=subprocess_env(),
+    )
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        init = {"protocolVersion": PROTOCOL_VERSION, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+        proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init}).encode())
+        proc.stdin.write(b'\n{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
+        proc.stdin.flush()
+        assert json.loads(proc.stdout.readline())["id"] == 0  # serving; from here on nothing is read
+        listing = b"".join(
+            json.dumps({"jsonrpc": "2.0", "id": i, "method": "tools/list"}).encode() + b"\n" for i in range(1, 601)
+        )
+        proc.stdin.write(listing)  # ~600 answers of ~6 KB: past the pipe's 64 KB and the 4 MB queue
+        proc.stdin.flush()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(EXIT_BUDGET) == 0
+    finally:
+        proc.kill()
+        proc.wait()
+        for pipe in (proc.stdin, proc.stdout):
+            if pipe is not None:
+                pipe.close()
+
+
 def test_eof_before_initialize_exits(serve: Callable[..., StdioServer], datasets: Path) -> None:
     server = serve(datasets)
     server.close_stdin()
@@ -284,6 +318,63 @@ def test_malformed_input_does_not_kill_the_server(serve: Callable[..., StdioServ
     assert_clean_stdout(server)
     warnings = [r for r in server.log_records() if r.get("event") == "protocol.invalid_message"]
     assert len(warnings) == sum(1 for _, code, _ in MALFORMED if code in (-32700, -32600))
+
+
+def test_a_message_in_pieces_and_a_large_one(serve: Callable[..., StdioServer], datasets: Path) -> None:
+    """Lines are read as they come, however the client's writes cut them (the transport reads the
+    pipe on the event loop: wire.py); a 2 MB message crosses whole, and is answered."""
+    server = serve(datasets)
+    server.initialize()
+    line = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 700,
+            "method": "tools/call",
+            "params": {"name": "knowledge_search", "arguments": {"query": "zephyrine package"}},
+        }
+    ).encode()
+    for piece in (line[:10], line[10:57], line[57:] + b"\n"):
+        server.send_raw(piece)
+    assert server.wait_for(700)["result"]["structuredContent"]["status"] == "ok"
+    big = {"name": "knowledge_search", "arguments": {"query": "q" * 2_000_000}}
+    server.send({"jsonrpc": "2.0", "id": 701, "method": "tools/call", "params": big})
+    refused = server.wait_for(701)["result"]
+    assert refused["isError"] and refused["structuredContent"]["error"]["code"] == "INVALID_QUERY"
+    server.close_stdin()
+    assert server.wait_exit(EXIT_BUDGET) == 0
+    server.stop()
+    assert_clean_stdout(server)
+
+
+def test_stdin_from_a_file(launcher: Path, datasets: Path, tmp_path: Path) -> None:
+    """A file (which the event loop cannot watch) is read by a thread; every answer is written
+    before the server exits at its end."""
+    requests = tmp_path / "requests.jsonl"
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": PROTOCOL_VERSION,
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        },
+    }
+    requests.write_bytes(json.dumps(init).encode() + b"\nnot json\n")
+    with requests.open("rb") as stdin:
+        done = subprocess.run(
+            [sys.executable, str(launcher), "serve", "--stdio", "--datasets-dir", str(datasets)],
+            stdin=stdin,
+            capture_output=True,
+            env=subprocess_env(),
+            timeout=120,
+        )
+    assert done.returncode == 0, done.stderr.decode(errors="replace")[-2000:]
+    # Answered in either order: a bad line is answered by the transport, initialize by the SDK.
+    answers = {message["id"]: message for message in map(json.loads, done.stdout.splitlines())}
+    assert answers.keys() == {1, None}
+    assert answers[1]["result"]["serverInfo"]["name"] == "mcpower"
+    assert answers[None]["error"]["code"] == -32700
 
 
 # ---------------------------------------------------------------- a non-Python client

@@ -53,7 +53,7 @@ def mixed(tmp_path: Path) -> Path:
 
 
 def serve_limits() -> WatchLimits:
-    """What `serve --watch` allows with no options (cli/serve.py: start_watcher)."""
+    """What `serve --watch` allows with no options (cli/serving.py: start_watcher)."""
     s = Settings.load()
     return WatchLimits(s.watch_follow_symlinks, int(s.max_file_mb * 1024 * 1024), s.watch_code)
 

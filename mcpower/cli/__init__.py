@@ -3,7 +3,8 @@
 Exit codes: 0 success, 1 a McpowerError or failed validation, 2 usage, 130 Ctrl-C.
 Results go to stdout; progress and diagnostics to stderr. One module per group of commands:
 ingest.py, importing.py, datasets.py (validate, datasets), search.py (search, eval), serve.py;
-app.py puts them together, preload.py loads a search's query model while the rest starts.
+app.py puts them together, preload.py loads a search's query model while the rest starts, and
+serve_fast.py runs a plain `serve --stdio` (what MCP clients start) without typer.
 This module is only the entry point, and imports nothing heavy: a cold search starts here.
 """
 
@@ -35,19 +36,26 @@ def main() -> None:
     left at exit is frozen.
 
     A search that will embed its query starts loading the query model before typer, pydantic and
-    the commands are imported (:func:`mcpower.cli.preload.head_start`).
+    the commands are imported (:func:`mcpower.cli.preload.head_start`). A plain `serve --stdio`,
+    what MCP clients start, runs without typer (:mod:`mcpower.cli.serve_fast`).
     """
     env.disable_telemetry()  # before anything imports onnxruntime (the head start does, just below)
     gc.disable()
+    args = sys.argv[1:]
     try:
         with _ctrl_c_held():
-            from mcpower.cli import preload
+            from mcpower.cli import preload, serve_fast
 
-            preload.head_start(sys.argv[1:])
-            from mcpower.cli.app import app_for
+            preload.head_start(args)
+            fast = serve_fast.prepare(args)  # None: any other command line, for typer
+            if fast is None:
+                from mcpower.cli.app import app_for
 
-            app = app_for(sys.argv[1:])
-        app()
+                app = app_for(args)
+        if fast is not None:
+            serve_fast.serve(fast)
+        else:
+            app()
     except KeyboardInterrupt:  # held during start-up, delivered as it ended: exit as typer does
         raise SystemExit(130) from None
     finally:

@@ -7,8 +7,6 @@ from typing import Annotated
 
 import typer
 
-from mcpower.errors import McpowerError
-
 RateLimit = Annotated[
     float | None,
     typer.Option(
@@ -65,19 +63,3 @@ AuditLogFile = Annotated[
         show_default=False,
     ),
 ]
-
-
-def audit_to_file(path: Path) -> None:
-    """Also write the audit log to ``path``.
-
-    Raises:
-        McpowerError: the file cannot be opened for appending.
-    """
-    from mcpower.server.audit import log_to_file
-
-    try:
-        log_to_file(path)
-    except OSError as e:
-        raise McpowerError(
-            f"cannot write the audit log {path}: {e.strerror or e}; give a file in a folder you can write to"
-        ) from None

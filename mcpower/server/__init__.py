@@ -2,6 +2,7 @@
 
     app.py       create_server(): the MCP server and its error envelope, for every transport
     tools.py     the four tools: names, descriptions, argument schemas
+    tool_schemas.py  their JSON schemas, precomputed; their pydantic models built after the handshake
     documents.py the documents as resources (mcpower://dataset/path): listed, read, completed
     changes.py   telling connected clients a dataset was republished (resources/list_changed)
     updates.py   per-document subscriptions (resources/subscribe, listen streams) and their updates

@@ -187,7 +187,7 @@ def create_server(
     server.tool_names = names
     server.audit = audit
     server.changes = changes
-    server.warm = warm = WarmUpAfterHandshake(registry)
+    server.warm = warm = WarmUpAfterHandshake(registry, server.tools.values())
     add_documents(server, registry, server.workers.run)
     server.follow_documents(Updates(registry, server.workers.run, changes.bus))
 

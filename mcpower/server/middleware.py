@@ -6,12 +6,15 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Iterable
 from typing import Any
 
+from mcp.server.mcpserver.tools import Tool
 from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS
 
 from mcpower.registry import Registry
+from mcpower.server.tool_schemas import build
 
 logger = logging.getLogger(__name__)
 
@@ -20,12 +23,14 @@ MAX_RESOURCE_URI_CHARS = 4096
 
 
 class WarmUpAfterHandshake:
-    """Starts loading stores and the query model once the handshake is done, off the initialize
-    path (stdio, and an HTTP server's first MCP request); ``serve --http`` also calls :meth:`start`
-    once it listens, so a web page's first search does not pay the model load either."""
+    """Starts building the tools' argument models (tool_schemas.py) and loading stores and the query
+    model once the handshake is done, off the initialize path (stdio, and an HTTP server's first MCP
+    request); ``serve --http`` also calls :meth:`start` once it listens, so a web page's first search
+    does not pay the model load either."""
 
-    def __init__(self, registry: Registry) -> None:
+    def __init__(self, registry: Registry, tools: Iterable[Tool] = ()) -> None:
         self.registry = registry
+        self.tools = list(tools)
         self.started = False
         self._lock = threading.Lock()
 
@@ -49,6 +54,7 @@ class WarmUpAfterHandshake:
 
     def _warm(self) -> None:
         started = time.perf_counter()
+        build(self.tools)  # first: a tool's first call needs its model, not the query model
         import mcpower.search  # noqa: F401  the tools' core, deferred past initialize (tools.py)
 
         self.registry.warm_up()

@@ -18,6 +18,7 @@ from typing import Any
 from mcp.shared.exceptions import MCPError
 from mcp.types import INTERNAL_ERROR, CallToolResult, TextContent
 from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic_core import to_json
 
 from mcpower.defaults import DEFAULT_MODEL, MAX_PER_DOCUMENT
 from mcpower.ranking import MAX_QUERY_CHARS, MAX_TOP_K
@@ -60,6 +61,10 @@ class Redactor:
         # a whole path part: '/home/al' is not in '/home/alice', nor in 'backup/home/al'.
         alternatives = "|".join(re.escape(f) for f in sorted(names, key=len, reverse=True))
         self._known = re.compile(rf"(?<![\w.:/~>-])(?:{alternatives})(?![\w-]|\.\w)") if names else None
+        # The folders as they appear inside JSON text (tool_result looks for them in one dump); None
+        # (no such look) for a folder with a control character, which JSON writers escape differently.
+        plain = all(c >= " " for folder in names for c in folder)
+        self._escaped = [dump_json(folder)[1:-1] for folder in names] if plain else None
 
     def folders(self, text: str) -> str:
         """``text`` with the known folders (and home) replaced; other paths stay (document data)."""
@@ -88,35 +93,110 @@ class Redactor:
         return value
 
     def tool_result(self, result: dict[str, Any]) -> dict[str, Any]:
-        """A tools/call result: its text copies redacted as the JSON they hold (or as a message)."""
+        """A tools/call result: its text copies redacted as the JSON they hold (or as a message).
+
+        The common case is found in one pass: none of the known folders in the structured copy's JSON
+        (one dump, also what its text copy is compared with), no absolute path in a string outside
+        the document keys; the result is then handed back as it is, bar its other content items.
+        """
+        structured = result.get("structuredContent")
+        content = result.get("content")
+        if self._escaped is None or not isinstance(structured, dict) or not isinstance(content, list):
+            return self._tool_result(result, None)
+        dumped = dump_json(structured)
+        if not self._clean(structured, dumped):
+            return self._tool_result(result, dumped)
+        out: dict[str, Any] = self.payload(
+            {k: v for k, v in result.items() if k not in ("content", "structuredContent")}
+        )
+        out["structuredContent"] = structured
+        out["content"] = [
+            item
+            if isinstance(item, dict) and (item.get("text") == dumped or "text" not in item) and self._clean(item)
+            else self._text_copy(item, structured, structured, dumped)
+            for item in content
+        ]
+        return out
+
+    def _clean(self, value: Any, dumped: str | None = None) -> bool:
+        """Whether :meth:`payload` leaves ``value`` as it is, found from one dump of it (``dumped``,
+        if made): no known folder in that JSON, and no absolute path in a string outside the
+        document keys."""
+        assert self._escaped is not None
+        text = dump_json(value) if dumped is None else dumped
+        return not any(f in text for f in self._escaped) and _unchanged(value, False)
+
+    def _tool_result(self, result: dict[str, Any], dumped: str | None) -> dict[str, Any]:
+        """:meth:`tool_result`, walking every value (``dumped``: the structured copy's JSON, if made)."""
         out: dict[str, Any] = self.payload({k: v for k, v in result.items() if k != "content"})
         content = result.get("content")
         if isinstance(content, list):
             structured = (result.get("structuredContent"), out.get("structuredContent"))
-            out["content"] = [self._text_copy(item, *structured) for item in content]
+            out["content"] = [self._text_copy(item, *structured, dumped) for item in content]
         elif content is not None:
             out["content"] = self.payload(content)
         return out
 
-    def _text_copy(self, item: Any, structured: Any, redacted: Any) -> Any:
+    def _text_copy(self, item: Any, structured: Any, redacted: Any, dumped: str | None) -> Any:
         """A content item; a text one holding JSON is redacted inside (as the structured copy it
         repeats, when it does: that one is redacted already)."""
         if not (isinstance(item, dict) and item.get("type") == "text" and isinstance(item.get("text"), str)):
             return self.payload(item)
         text = item["text"]
+        rest = {k: v for k, v in item.items() if k != "text"}
         # Nothing to take out of the structured copy, and the text is its JSON as json_result writes
         # it (the common case: one dump, not a parse, a deep comparison and a dump).
-        if redacted is structured is not None and text == json.dumps(structured, ensure_ascii=False):
-            return {**self.payload({k: v for k, v in item.items() if k != "text"}), "text": text}
+        if redacted is structured is not None and text[:1] == "{":
+            if dumped is None:
+                dumped = dump_json(structured)
+            if text == dumped:
+                redacted_rest = self.payload(rest)
+                return item if redacted_rest is rest else {**redacted_rest, "text": text}
         try:
             data = json.loads(text) if text[:1] in ("{", "[") else None
         except ValueError:
             data = None
         if data is None:
             text = self.message(text)
-        else:
-            text = json.dumps(redacted if data == structured else self.payload(data), ensure_ascii=False)
-        return {**self.payload({k: v for k, v in item.items() if k != "text"}), "text": text}
+        elif data != structured:
+            text = dump_json(self.payload(data))
+        elif redacted is not structured:
+            text = dump_json(redacted)
+        # else: the structured copy, needing nothing taken out, in another layout: kept as written
+        return {**self.payload(rest), "text": text}
+
+
+def dump_json(value: Any) -> str:
+    """The JSON of a JSON value, as a tool result's text copy holds it (compact, UTF-8 unescaped)."""
+    return to_json(value).decode()
+
+
+def _unchanged(value: Any, document: bool) -> bool:
+    """Whether :meth:`Redactor.payload` leaves ``value`` as it is, given that no known folder is in
+    its JSON: no string outside the document keys holds an absolute path (``document``: ``value``
+    is under one of those keys)."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if isinstance(v, str):
+                if not (k in _DOCUMENT_KEYS or _plain(v)):
+                    return False
+            elif isinstance(v, dict | list) and k not in _SCHEMA_KEYS and not _unchanged(v, k in _DOCUMENT_KEYS):
+                return False
+        return True
+    if isinstance(value, list):
+        for v in value:
+            if isinstance(v, str):
+                if not (document or _plain(v)):
+                    return False
+            elif isinstance(v, dict | list) and not _unchanged(v, document):
+                return False
+        return True
+    return not isinstance(value, str) or document or _plain(value)
+
+
+def _plain(text: str) -> bool:
+    """Whether ``text`` holds no absolute path (what :meth:`Redactor.message` would replace)."""
+    return ("/" not in text and "\\" not in text) or _ABSOLUTE_PATH.search(text) is None
 
 
 def _home() -> str:
@@ -234,10 +314,9 @@ def error_result(code: str, message: str) -> CallToolResult:
 
 
 def json_result(model: BaseModel) -> CallToolResult:
+    """A tool's result: ``model`` as structuredContent, and its JSON (``dump_json``) as the text copy."""
     data = model.model_dump(mode="json")
-    return CallToolResult(
-        content=[TextContent(type="text", text=json.dumps(data, ensure_ascii=False))], structured_content=data
-    )
+    return CallToolResult(content=[TextContent(type="text", text=dump_json(data))], structured_content=data)
 
 
 def not_bool(v: object) -> object:

@@ -1,16 +1,18 @@
-"""The stdio transport: the SDK's `stdio_server`, fed by a reader that answers bad lines itself.
+"""The stdio transport: JSON-RPC lines over stdin and stdout, for the SDK's server loop.
 
-The SDK (2.3) drops a line that is not a valid message without a word, so a client that sent it
-waits for its own timeout, and it reads a line of any length whole. This module gives the SDK's
-public ``stdio_server()`` its own stdin: lines are read with a byte limit (a longer one is skipped
-in bounded pieces and refused: memory stays bounded), and a line that is not JSON gets
-``-32700 Parse error``, JSON that is not a JSON-RPC message (a batch, an object without
-``jsonrpc``, a scalar, a request whose id is null or not a string or integer) gets
-``-32600 Invalid Request``, as JSON-RPC 2.0 asks. The server then carries on with the next line.
-Valid lines go on to the SDK unchanged; the SDK keeps stdout (fd 1 diverted to stderr while serving).
+The SDK's own ``stdio_server`` (2.3) drops a line that is not a valid message without a word, so a
+client that sent it waits for its own timeout; it reads a line of any length whole; it validates
+each message on its way in, and writes, then flushes, each answer on a worker thread (two round
+trips through a thread per answer). This transport reads lines with a byte limit (a longer one is
+dropped in bounded pieces and refused: memory stays bounded), answers a line that is not JSON with
+``-32700 Parse error`` and JSON that is not a JSON-RPC message (a batch, an object without
+``jsonrpc``, a scalar, a request whose id is null or not a string or integer) with ``-32600
+Invalid Request``, as JSON-RPC 2.0 asks, and carries on with the next line. A valid message is
+validated once, as the SDK would, and handed to it; answers are written as the SDK writes them.
+Pipes are read on the event loop and written by a thread of their own (wire.py).
 
 The one private name used is ``MCPServer._lowlevel_server``: MCPServer has no public accessor for
-the low-level server that ``stdio_server``'s streams are run by (the SDK's own client reaches it
+the low-level server that the transport's streams are run by (the SDK's own client reaches it
 the same way).
 """
 
@@ -28,30 +30,44 @@ from typing import Any
 
 import anyio
 import mcp_types as types
-from anyio.abc import ObjectSendStream
-from mcp.server.stdio import stdio_server
+from anyio.streams.memory import MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
+
+from mcpower.server.wire import LineReader, LineWriter
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
 
 logger = logging.getLogger(__name__)
 
 # A query is at most 1,024 characters; 16 MB leaves room for any legitimate message.
 MAX_LINE_BYTES = 16 * 1024 * 1024
-_SKIP_BYTES = 1 << 20  # the rest of an over-long line is read and dropped in pieces this big
 
 
-def error_for(line: str | None) -> types.JSONRPCError | None:
-    """None if ``line`` is a message the SDK takes as meant; else the JSON-RPC error answering it.
-
-    ``line`` None stands for a line over MAX_LINE_BYTES (refused unread, however valid).
-    """
+def parse_line(line: str | None) -> tuple[types.JSONRPCMessage | None, types.JSONRPCError | None]:
+    """The message ``line`` holds, as the SDK takes it (validated once, here); or None and the
+    JSON-RPC error answering it. ``line`` None stands for a line over MAX_LINE_BYTES (refused unread,
+    however valid)."""
     if line is None:
-        return _error(None, -32600, f"Invalid Request: message over {MAX_LINE_BYTES} bytes")
+        return None, _error(None, -32600, f"Invalid Request: message over {MAX_LINE_BYTES} bytes")
     try:
         message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
     except Exception:
         message = None
     if message is not None and not (isinstance(message, types.JSONRPCNotification) and _has_id(line)):
-        return None
+        return message, None
+    return None, _refusal(line)
+
+
+def error_for(line: str | None) -> types.JSONRPCError | None:
+    """None if ``line`` is a message the SDK takes as meant; else the JSON-RPC error answering it."""
+    return parse_line(line)[1]
+
+
+def _refusal(line: str) -> types.JSONRPCError:
+    """The error answering a line that is no message the SDK takes as meant."""
     try:
         data = json.loads(line)
     except (ValueError, RecursionError):
@@ -89,67 +105,87 @@ def _error(msg_id: str | int | None, code: int, message: str) -> types.JSONRPCEr
     return types.JSONRPCError(jsonrpc="2.0", id=msg_id, error=types.ErrorData(code=code, message=message))
 
 
-class _Lines:
-    """The valid lines of the wire (an fd), for ``stdio_server``; bad lines are answered through ``replies``."""
+class _Outgoing:
+    """The SDK's write stream: each message one JSON line, written by the LineWriter's thread."""
 
-    def __init__(self, fd: int, replies: ObjectSendStream[SessionMessage]) -> None:
-        self._file = os.fdopen(fd, "rb", buffering=65536, closefd=False)
-        self._replies = replies
+    def __init__(self, writer: LineWriter) -> None:
+        self._writer = writer
 
-    def _read(self) -> tuple[bytes, bool]:
-        """The next line (b"" at EOF), and whether it was over the limit (then only its first bytes)."""
-        line = self._file.readline(MAX_LINE_BYTES + 1)
-        if len(line) <= MAX_LINE_BYTES or line.endswith(b"\n"):
-            return line, False
-        rest = line
-        while rest and not rest.endswith(b"\n"):
-            rest = self._file.readline(_SKIP_BYTES)
-        return line[:64], True
+    async def send(self, message: SessionMessage) -> None:
+        line = message.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
+        await self._writer.send(line.encode("utf-8", errors="replace"))
 
-    def __aiter__(self) -> _Lines:
+    async def aclose(self) -> None:
+        self._writer.close()
+
+    async def __aenter__(self) -> _Outgoing:
         return self
 
-    async def __anext__(self) -> str:
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+async def _read_messages(
+    reader: LineReader, incoming: MemoryObjectSendStream[SessionMessage | Exception], outgoing: _Outgoing
+) -> None:
+    """Valid messages from the wire go on to the SDK; a bad line is answered here and skipped."""
+    async with incoming:
         while True:
-            raw, too_long = await anyio.to_thread.run_sync(self._read, abandon_on_cancel=True)
+            raw, too_long = await reader.next()
             if not raw:
-                await self._replies.aclose()
-                raise StopAsyncIteration
+                return  # EOF: closing ``incoming`` ends the session
             text = raw.decode("utf-8", errors="replace")
             if not too_long and not text.strip():
                 continue
-            error = error_for(None if too_long else text)
-            if error is None:
-                return text
+            message, error = parse_line(None if too_long else text)
+            if message is not None:
+                await incoming.send(SessionMessage(message))
+                continue
+            assert error is not None
             logger.warning(
                 "protocol.invalid_message",
                 extra={"event": "protocol.invalid_message", "code": error.error.code, "bytes": len(raw)},
             )
-            await self._replies.send(SessionMessage(error))
+            await outgoing.send(SessionMessage(error))
+
+
+def _private_copy(fd: int) -> int:
+    """A close-on-exec duplicate of ``fd`` above the standard descriptors."""
+    if fcntl is not None:
+        return fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
+    return os.dup(fd)  # pragma: no cover - Windows: not inheritable either
 
 
 @asynccontextmanager
 async def stdio_transport() -> AsyncIterator[tuple[Any, Any]]:
-    """Like ``mcp.server.stdio.stdio_server()``, with the line limit and error replies above."""
-    wire = os.dup(0)  # our copy of the wire; fd 0 reads /dev/null meanwhile, as the SDK does it
+    """Like ``mcp.server.stdio.stdio_server()``: the SDK's streams over stdin and stdout, with the
+    line limit and error replies above, each message validated once, and no thread between the
+    event loop and a pipe (wire.py). While serving, fd 0 reads /dev/null and fd 1 writes to stderr,
+    so stray reads and prints miss the wire; both are restored after."""
+    wire_in, wire_out = _private_copy(0), _private_copy(1)
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
-    send_error, errors = anyio.create_memory_object_stream[SessionMessage](16)
     try:
-        async with stdio_server(stdin=_Lines(wire, send_error)) as (read_stream, write_stream):  # type: ignore[arg-type]
-            replies = write_stream.clone()
-
-            async def forward_errors() -> None:
-                async with errors, replies:
-                    async for message in errors:
-                        await replies.send(message)
-
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(forward_errors)
-                yield read_stream, write_stream
+        diversion = os.dup(2)
+    except OSError:  # no stderr: stray prints go nowhere
+        diversion = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(diversion, 1)
+    os.close(diversion)
+    writer = LineWriter(wire_out)
+    outgoing = _Outgoing(writer)
+    send_incoming, incoming = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_read_messages, LineReader(wire_in, MAX_LINE_BYTES), send_incoming, outgoing)
+            yield incoming, outgoing
+            tg.cancel_scope.cancel()  # the session is over: the reader has seen EOF, or is not needed
+        if not await writer.drain():
+            logger.warning("the client did not read the last answers", extra={"event": "protocol.undelivered"})
     finally:
-        os.dup2(wire, 0)  # `wire` stays open: a reader thread still blocked in readline may hold it
+        # The wire descriptors stay open: a thread may still block on one (a read, a write).
+        os.dup2(wire_out, 1)
+        os.dup2(wire_in, 0)
 
 
 def run_stdio(server: Any, grace: float = 0.5) -> None:

@@ -27,6 +27,7 @@ from mcpower.server.responses import (
     json_result,
     not_bool,
 )
+from mcpower.server.tool_schemas import deferred_tool
 
 # Responses stay under 1 MB on the wire. A tool result carries its JSON twice (structuredContent,
 # and as text where every quote and backslash is escaped again: at most twice the bytes), so the
@@ -228,10 +229,14 @@ def build_tools(
     ]
     built = []
     for fn, key, title, description in tools:
-        tool = Tool.from_function(
+        tool = deferred_tool(  # Tool.from_function's Tool, its pydantic models built after the handshake
             fn, name=names[key], title=title, description=renamed(description, names), annotations=read_only
         )
         tool.parameters["additionalProperties"] = False
+        # The SDK would validate each result against the output model again (pydantic, ~0.03 ms a
+        # search): every result is a dump of that very model (json_result) or an error result, which
+        # it does not check. The output schema stays as published.
+        tool.fn_metadata.output_model = None
         built.append(tool)
     return built
 

@@ -53,11 +53,14 @@ def serve_argv(datasets: Path, mode: str | None = None) -> list[str]:
 
 
 def start(tree: Path, datasets: Path, profile_to: Path | None = None, mode: str = "_profiled") -> StdioClient:
+    tree, datasets = tree.resolve(), datasets.resolve()
     env = {**os.environ, "PYTHONPATH": str(tree)}
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     if profile_to is not None:
         env[PROFILE_ENV] = str(profile_to)
-    client = StdioClient(serve_argv(datasets, mode if profile_to is not None else None), env=env)
+    # Started in its tree: `python -m` puts the working folder first on sys.path, ahead of PYTHONPATH,
+    # so from any other tree's folder both servers would run that tree's code.
+    client = StdioClient(serve_argv(datasets, mode if profile_to is not None else None), env=env, cwd=tree)
     client.initialize()
     return client
 

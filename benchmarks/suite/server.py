@@ -53,10 +53,12 @@ MCP_QUERIES = [
 class StdioClient:
     """A stdlib MCP client over a subprocess's stdin/stdout, one JSON line per message."""
 
-    def __init__(self, argv: list[str], env: dict[str, str] | None = None) -> None:
+    def __init__(self, argv: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> None:
         self.errfile = tempfile.TemporaryFile()  # noqa: SIM115 - closed in close()
         self.started = time.perf_counter()
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.errfile, env=env)
+        self.proc = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.errfile, env=env, cwd=cwd
+        )
         self.next_id = 0
 
     def send(self, method: str, params: dict[str, Any] | None = None, notify: bool = False) -> int:

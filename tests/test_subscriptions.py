@@ -17,7 +17,7 @@ from typing import Any
 
 import anyio
 import pytest
-from conftest import FakeEmbedder, join_warm_up, write_files
+from conftest import write_files
 from mcp import Client, MCPError
 from mcp.server.auth.middleware.auth_context import auth_context_var
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
@@ -37,14 +37,6 @@ INSTALL = "mcpower://handbook/guide/install.md"
 USAGE = "mcpower://handbook/guide/usage.md"
 NOTES = "mcpower://handbook/notes.txt"
 BREAD = "mcpower://recipes/bread.md"
-
-
-@pytest.fixture
-def registry(datasets: Path) -> Iterator[Registry]:
-    reg = Registry(datasets, embedder_factory=lambda model: FakeEmbedder())
-    yield reg
-    join_warm_up()
-    reg.close()
 
 
 @contextmanager

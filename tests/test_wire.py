@@ -7,7 +7,7 @@ import fcntl
 import os
 import struct
 import termios
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import anyio
@@ -91,9 +91,12 @@ async def test_a_file_is_read_by_a_thread_with_the_same_lines(
         os.close(fd)
 
 
-async def test_a_line_arriving_in_pieces_is_read_whole(pipe: tuple[int, int]) -> None:
+async def two_lines_fed_in_pieces(
+    reader: LineReader, pipe: tuple[int, int], pieces: list[bytes], each: Callable[[], object] = lambda: None
+) -> list[tuple[bytes, bool]]:
+    """The first two lines ``reader`` reads while ``pieces`` are written to ``pipe``, each piece taken
+    by the reader before the next is written (``each`` runs then)."""
     r, w = pipe
-    reader = LineReader(r, LIMIT)
     got: list[tuple[bytes, bool]] = []
 
     async def read_two() -> None:
@@ -103,32 +106,26 @@ async def test_a_line_arriving_in_pieces_is_read_whole(pipe: tuple[int, int]) ->
     with anyio.fail_after(DEADLINE):
         async with anyio.create_task_group() as tg:
             tg.start_soon(read_two)
-            for piece in (b'{"jsonrpc": "2.0", ', b'"id": 1}\n{"tail":', b" true}\n"):
+            for piece in pieces:
                 os.write(w, piece)
                 while unread(r):  # the reader has taken this piece before the next is written
                     await anyio.sleep(0)
+                each()
+    return got
+
+
+async def test_a_line_arriving_in_pieces_is_read_whole(pipe: tuple[int, int]) -> None:
+    reader = LineReader(pipe[0], LIMIT)
+    got = await two_lines_fed_in_pieces(reader, pipe, [b'{"jsonrpc": "2.0", ', b'"id": 1}\n{"tail":', b" true}\n"])
     assert got == [(b'{"jsonrpc": "2.0", "id": 1}\n', False), (b'{"tail": true}\n', False)]
 
 
 async def test_an_over_long_line_in_pieces_is_dropped_as_it_comes(pipe: tuple[int, int]) -> None:
     """What is held of a line never passes the limit plus one read, however long the line."""
-    r, w = pipe
-    reader = LineReader(r, LIMIT)
-    got: list[tuple[bytes, bool]] = []
-    held: list[int] = []
-
-    async def read_two() -> None:
-        got.append(await reader.next())
-        got.append(await reader.next())
-
-    with anyio.fail_after(DEADLINE):
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(read_two)
-            for piece in [b"a" * 60] * 20 + [b"a\nok\n"]:
-                os.write(w, piece)
-                while unread(r):
-                    await anyio.sleep(0)
-                held.append(len(reader._partial))  # the bound is the point
+    reader = LineReader(pipe[0], LIMIT)
+    held: list[int] = []  # what the reader holds after each piece: the bound is the point
+    pieces = [b"a" * 60] * 20 + [b"a\nok\n"]
+    got = await two_lines_fed_in_pieces(reader, pipe, pieces, lambda: held.append(len(reader._partial)))
     assert got == [(b"a" * HEAD_BYTES, True), (b"ok\n", False)]
     assert max(held) <= LIMIT
 

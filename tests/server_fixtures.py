@@ -235,6 +235,16 @@ def run_node(script: str, *args: str, env: dict[str, str] | None = None, timeout
 PROTOCOL_VERSION = "2025-11-25"
 
 
+def initialize_request(request_id: int) -> dict[str, Any]:
+    """The ``initialize`` request a test client sends first."""
+    params = {
+        "protocolVersion": PROTOCOL_VERSION,
+        "capabilities": {},
+        "clientInfo": {"name": "mcpower-tests", "version": "1"},
+    }
+    return {"jsonrpc": "2.0", "id": request_id, "method": "initialize", "params": params}
+
+
 class StdioServer:
     """A server subprocess driven over pipes; every read has a deadline, so no test can hang.
 
@@ -344,15 +354,7 @@ class StdioServer:
         return response["result"]  # type: ignore[no-any-return]
 
     def initialize(self, timeout: float = 120.0) -> dict[str, Any]:
-        result = self.call(
-            "initialize",
-            {
-                "protocolVersion": PROTOCOL_VERSION,
-                "capabilities": {},
-                "clientInfo": {"name": "mcpower-tests", "version": "1"},
-            },
-            timeout=timeout,
-        )
+        result = self.call("initialize", initialize_request(0)["params"], timeout=timeout)
         self.notify("notifications/initialized")
         return result
 

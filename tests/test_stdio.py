@@ -20,10 +20,10 @@ import pytest
 from server_fixtures import (
     CLIENTS_DIR,
     HANDBOOK,
-    PROTOCOL_VERSION,
     RECIPES,
     StdioServer,
     add_broken_dataset,
+    initialize_request,
     npm_install,
     run_node,
     subprocess_env,
@@ -207,8 +207,7 @@ def test_a_client_that_stops_reading_does_not_wedge_a_signal(launcher: Path, dat
     )
     try:
         assert proc.stdin is not None and proc.stdout is not None
-        init = {"protocolVersion": PROTOCOL_VERSION, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
-        proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init}).encode())
+        proc.stdin.write(json.dumps(initialize_request(0)).encode())
         proc.stdin.write(b'\n{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
         proc.stdin.flush()
         assert json.loads(proc.stdout.readline())["id"] == 0  # serving; from here on nothing is read
@@ -350,17 +349,7 @@ def test_stdin_from_a_file(launcher: Path, datasets: Path, tmp_path: Path) -> No
     """A file (which the event loop cannot watch) is read by a thread; every answer is written
     before the server exits at its end."""
     requests = tmp_path / "requests.jsonl"
-    init = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": PROTOCOL_VERSION,
-            "capabilities": {},
-            "clientInfo": {"name": "t", "version": "1"},
-        },
-    }
-    requests.write_bytes(json.dumps(init).encode() + b"\nnot json\n")
+    requests.write_bytes(json.dumps(initialize_request(1)).encode() + b"\nnot json\n")
     with requests.open("rb") as stdin:
         done = subprocess.run(
             [sys.executable, str(launcher), "serve", "--stdio", "--datasets-dir", str(datasets)],

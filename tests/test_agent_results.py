@@ -18,17 +18,23 @@ BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 DATA = BENCHMARKS / "data"
 
 
-@pytest.fixture(scope="module")
-def bench() -> ModuleType:
-    sys.path.insert(0, str(BENCHMARKS))  # the script imports its suite/ package from there
+def load_benchmark(script: str) -> ModuleType:
+    """``benchmarks/<script>.py`` as a module, imported as the script runs (it imports its suite/ package
+    from beside it)."""
+    sys.path.insert(0, str(BENCHMARKS))
     try:
-        spec = importlib.util.spec_from_file_location("mcpower_agent_results", BENCHMARKS / "agent_results.py")
+        spec = importlib.util.spec_from_file_location(f"mcpower_{script}", BENCHMARKS / f"{script}.py")
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         return module
     finally:
         sys.path.remove(str(BENCHMARKS))
+
+
+@pytest.fixture(scope="module")
+def bench() -> ModuleType:
+    return load_benchmark("agent_results")
 
 
 def test_a_sphinx_source_copy_counts_as_its_page(bench: ModuleType) -> None:
@@ -90,14 +96,7 @@ def test_int8_documents_compares_only_datasets_holding_the_same_chunks(tmp_path:
     from mcpower.ingestion import IngestOptions, ingest
     from mcpower.registry import Registry
 
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        spec = importlib.util.spec_from_file_location("mcpower_int8_documents", BENCHMARKS / "int8_documents.py")
-        assert spec is not None and spec.loader is not None
-        harness = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(harness)
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+    harness = load_benchmark("int8_documents")
     src, root = tmp_path / "src", tmp_path / "datasets"
     src.mkdir()
     (src / "a.md").write_text(

@@ -52,9 +52,6 @@ FULL_SCAN_SHARE = 0.25
 # 0.25 the top 50 took p50 16.2 / p95 48.4 ms against every match's 25.7 / 41.8; at 0.1, 22.8 / 36.6
 # against 22.6 / 35.6, the lowest mean (19.9 ms): the p95 is the target.
 GIVE_UP_SHARE = 0.1
-# A term in at least this share of the chunks also gets its impacts as a dense array (4 bytes a
-# chunk): looking candidates up is then one gather instead of a binary search each.
-DENSE_SHARE = 1 / 16
 
 
 @dataclass(frozen=True)
@@ -65,26 +62,17 @@ class Postings:
     impacts: NDArray[np.floating[Any]]  # float32 from the postings table; float64 from FTS5's bm25()
     bound: float  # the highest impact
     cells: Cells  # its highest impact per cell of chunk rows (blockmax.py)
-    dense: NDArray[np.floating[Any]] | None = None  # impacts by row (0 where absent), for common terms
 
     @classmethod
-    def of(cls, rows: NDArray[np.int32], impacts: NDArray[np.floating[Any]], n: int = 0) -> Postings:
-        """The postings; with ``n`` (the chunk count), a dense copy too if the term is common."""
-        dense = None
-        if n and len(rows) >= DENSE_SHARE * n:
-            dense = np.zeros(n, dtype=impacts.dtype)
-            dense[rows] = impacts
-        return cls(rows, impacts, float(impacts.max()) if len(impacts) else 0.0, Cells.of(rows, impacts), dense)
+    def of(cls, rows: NDArray[np.int32], impacts: NDArray[np.floating[Any]]) -> Postings:
+        return cls(rows, impacts, float(impacts.max()) if len(impacts) else 0.0, Cells.of(rows, impacts))
 
     @property
     def nbytes(self) -> int:
-        dense = self.dense.nbytes if self.dense is not None else 0
-        return int(self.rows.nbytes + self.impacts.nbytes + self.cells.nbytes + dense)
+        return int(self.rows.nbytes + self.impacts.nbytes + self.cells.nbytes)
 
     def lookup(self, rows: NDArray[np.int64]) -> NDArray[np.float64]:
-        """The impact of this term at each of ``rows`` (0.0 where it is absent)."""
-        if self.dense is not None:
-            return self.dense[rows].astype(np.float64)
+        """The impact of this term at each of ``rows`` (0.0 where it is absent): a binary search each."""
         at = np.searchsorted(self.rows, rows)
         at[at == len(self.rows)] = 0
         out = np.zeros(len(rows), dtype=np.float64)
@@ -136,7 +124,7 @@ def postings_of(blobs: tuple[bytes, bytes], n: int) -> Postings:
         raise ValueError("keyword postings of unequal lengths")
     if len(rows) and (rows[0] < 0 or rows[-1] >= n or (len(rows) > 1 and not (np.diff(rows) > 0).all())):
         raise ValueError("keyword postings point past the chunk table, or out of order")
-    return Postings.of(rows, impacts)  # no dense copy: only MaxScore gains by it (block-max looks up ~100 rows)
+    return Postings.of(rows, impacts)
 
 
 def fts_postings(ids: NDArray[np.int64], scores: Sequence[tuple[int, float]]) -> Postings:

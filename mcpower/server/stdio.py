@@ -61,11 +61,6 @@ def parse_line(line: str | None) -> tuple[types.JSONRPCMessage | None, types.JSO
     return None, _refusal(line)
 
 
-def error_for(line: str | None) -> types.JSONRPCError | None:
-    """None if ``line`` is a message the SDK takes as meant; else the JSON-RPC error answering it."""
-    return parse_line(line)[1]
-
-
 def _refusal(line: str) -> types.JSONRPCError:
     """The error answering a line that is no message the SDK takes as meant."""
     try:

@@ -34,6 +34,7 @@ from mcpower.lookups import make_result_id, pages_of
 from mcpower.lookups import parse_result_id as parse_result_id
 from mcpower.lookups import resolve as resolve
 from mcpower.lookups import utc_now_iso as utc_now_iso
+from mcpower.meanwhile import both
 from mcpower.passages import Passage, best_passages, validate_grouping
 from mcpower.priors import apply_priors
 from mcpower.ranking import (
@@ -255,15 +256,24 @@ def _search_store(
     cosines: dict[int, float] = {}
     # One keyword pass scores every match: the top `depth` are the keyword candidates, and the
     # rest answer the BM25 of the semantic candidates.
-    if sides.matches is None and mode != "semantic":
-        sides.matches = store.keyword(q, where)
+    nearest: list[tuple[int, float]] | None = None
+    if mode == "hybrid" and sides.matches is None and sides.qvec is None:
+        # Neither side needs the other before fusion: the query is embedded and its vector searched
+        # while the keyword side runs (meanwhile.py).
+        (sides.matches, top), (sides.qvec, nearest) = both(
+            partial(_keyword, store, q, where, depth), partial(_semantic, registry, store, q, where, depth)
+        )
+    else:
+        if sides.matches is None and mode != "semantic":
+            sides.matches = store.keyword(q, where)
+        top = sides.matches.top(depth) if sides.matches is not None else []
     matches = sides.matches
-    bm25s = dict(matches.top(depth)) if matches is not None else {}
+    bm25s = dict(top)
     if mode != "keyword":
         if sides.qvec is None:
             sides.qvec = registry.embedder_for(store.info).embed_query(q)
         qvec = sides.qvec
-        cosines = dict(store.semantic(qvec, depth, where))
+        cosines = dict(nearest if nearest is not None else store.semantic(qvec, depth, where))
         if matches is not None:
             # Score every candidate on both sides, so fusion never guesses a missing score.
             missing = [i for i in bm25s if i not in cosines]
@@ -275,6 +285,22 @@ def _search_store(
     scale = cosine_scale(store.info.embedding.model)
     ranked = sides.fused[depth] = fuse(mode, cosines, bm25s, weights, scale)
     return _hits(store, sides, ranked, q, k, priors)
+
+
+def _keyword(
+    store: Store, q: str, where: SearchFilters | None, depth: int
+) -> tuple[KeywordMatches, list[tuple[int, float]]]:
+    """The keyword side's matches, and their top ``depth``."""
+    matches = store.keyword(q, where)
+    return matches, matches.top(depth)
+
+
+def _semantic(
+    registry: Registry, store: Store, q: str, where: SearchFilters | None, depth: int
+) -> tuple[NDArray[np.float32], list[tuple[int, float]]]:
+    """The query's vector, and its ``depth`` nearest chunks (id, cosine)."""
+    qvec = registry.embedder_for(store.info).embed_query(q)
+    return qvec, store.semantic(qvec, depth, where)
 
 
 def _semantic_weights(store: Store, sides: _Sides, q: str, ids: list[int]) -> dict[int, float] | None:

@@ -1,0 +1,52 @@
+"""Two independent parts of one search done at once: a hybrid search's keyword side (SQLite reads
+and numpy sums) needs nothing from its query vector, and embedding the query (ONNX Runtime, which
+lets go of the GIL while it runs) needs nothing from the keyword side. Run one on a worker thread
+while the caller does the other, and the search waits for the longer of the two, not their sum.
+
+A bounded set of workers: when every one is busy (a server answering many searches at once, where
+the cores are busy anyway), both parts run on the caller, one after the other, as before.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TypeVar
+
+A = TypeVar("A")
+B = TypeVar("B")
+
+# Parts run beside their callers at most; past this, a caller runs both itself. Four covers the
+# searches a 2-8 core machine runs at once at full speed; more would only queue for the cores.
+WORKERS = 4
+
+_free = threading.BoundedSemaphore(WORKERS)
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def both(here: Callable[[], A], there: Callable[[], B]) -> tuple[A, B]:
+    """``(here(), there())``, with ``there`` run on a worker thread while ``here`` runs on this one.
+
+    An exception from either is raised here, ``here``'s first; a ``there`` still running when
+    ``here`` fails finishes on its own and its result is dropped.
+    """
+    if not _free.acquire(blocking=False):
+        return here(), there()
+    try:
+        future: Future[B] = _executor().submit(there)
+    except RuntimeError:  # the interpreter is shutting down: no new threads
+        _free.release()
+        return here(), there()
+    future.add_done_callback(lambda _: _free.release())
+    first = here()
+    return first, future.result()
+
+
+def _executor() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="mcpower-meanwhile")
+        return _pool

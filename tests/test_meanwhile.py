@@ -1,0 +1,142 @@
+"""meanwhile.both: a hybrid search's two sides at once — the same answers, errors from either
+side raised, and both on the caller when every worker is busy."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+from conftest import FakeEmbedder
+
+from mcpower import meanwhile
+from mcpower import search as search_module
+from mcpower.errors import DatasetUnavailableError, EmbeddingModelError
+from mcpower.registry import Registry
+from mcpower.results import SearchFilters
+from mcpower.search import search
+from mcpower.store.local.store import LocalStore
+
+# How long a test waits for the other thread before failing (never reached when the code is right).
+PATIENCE = 30.0
+
+
+def test_both_runs_there_on_a_worker_while_here_runs() -> None:
+    started = threading.Event()
+
+    def here() -> str:
+        # Returns only once `there` has started: both were running at the same time.
+        assert started.wait(PATIENCE), "the second part never started while the first ran"
+        return "here"
+
+    def there() -> int:
+        started.set()
+        return threading.get_ident()
+
+    first, worker = meanwhile.both(here, there)
+
+    assert first == "here"
+    assert worker != threading.get_ident()
+
+
+def test_every_call_gives_its_worker_back() -> None:
+    caller = threading.get_ident()
+    for _ in range(3 * meanwhile.WORKERS):  # a slot not given back would run the later ones here
+        _, worker = meanwhile.both(lambda: None, threading.get_ident)
+        assert worker != caller
+
+
+def test_both_run_on_the_caller_when_every_worker_is_busy(monkeypatch: pytest.MonkeyPatch) -> None:
+    busy = threading.BoundedSemaphore(1)
+    busy.acquire()  # the one slot taken, as by another search
+    monkeypatch.setattr(meanwhile, "_free", busy)
+    order: list[str] = []
+
+    def there() -> int:
+        order.append("there")
+        return threading.get_ident()
+
+    _, worker = meanwhile.both(lambda: order.append("here"), there)
+
+    assert worker == threading.get_ident()
+    assert order == ["here", "there"]
+
+
+def test_an_error_on_the_worker_is_raised_to_the_caller() -> None:
+    def there() -> None:
+        raise EmbeddingModelError("the model broke")
+
+    with pytest.raises(EmbeddingModelError, match="the model broke"):
+        meanwhile.both(lambda: 1, there)
+    _, worker = meanwhile.both(lambda: None, threading.get_ident)  # and its slot was given back
+    assert worker != threading.get_ident()
+
+
+def test_an_error_here_is_raised_and_the_worker_finishes_on_its_own() -> None:
+    finished = threading.Event()
+
+    def here() -> None:
+        raise DatasetUnavailableError("the index broke")
+
+    with pytest.raises(DatasetUnavailableError, match="the index broke"):
+        meanwhile.both(here, finished.set)
+    assert finished.wait(PATIENCE)
+
+
+# ------------------------------------------------------------------ in a search
+
+
+@pytest.mark.parametrize("filters", [None, SearchFilters(folder="guide"), SearchFilters(file_type="md")], ids=str)
+def test_a_hybrid_search_embeds_on_a_worker_and_answers_as_one_after_the_other(
+    ingested: tuple[Path, Registry],
+    fake_embedder: FakeEmbedder,
+    monkeypatch: pytest.MonkeyPatch,
+    filters: SearchFilters | None,
+) -> None:
+    _, registry = ingested
+    threads: list[int] = []
+    embed = fake_embedder.embed_query
+
+    def recorded(text: str):  # type: ignore[no-untyped-def]
+        threads.append(threading.get_ident())
+        return embed(text)
+
+    monkeypatch.setattr(fake_embedder, "embed_query", recorded)
+    at_once = search(registry, "install the quokka guide", dataset="docs", mode="hybrid", filters=filters)
+    assert threads and threads[0] != threading.get_ident()  # embedded beside the keyword side
+
+    monkeypatch.setattr(search_module, "both", lambda here, there: (here(), there()))
+    in_turn = search(registry, "install the quokka guide", dataset="docs", mode="hybrid", filters=filters)
+
+    assert at_once.results, "the question should find something"
+    assert [(r.result_id, r.score, r.snippet) for r in at_once.results] == [
+        (r.result_id, r.score, r.snippet) for r in in_turn.results
+    ]
+    assert at_once.meta.low_confidence == in_turn.meta.low_confidence
+
+
+def test_a_model_failing_on_the_worker_fails_the_search_as_before(
+    ingested: tuple[Path, Registry], fake_embedder: FakeEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, registry = ingested
+
+    def broken(text: str) -> None:
+        raise EmbeddingModelError("the query model cannot run: reinstall it")
+
+    monkeypatch.setattr(fake_embedder, "embed_query", broken)
+    with pytest.raises(EmbeddingModelError, match="reinstall it"):
+        search(registry, "quokka", dataset="docs", mode="hybrid")
+    assert search(registry, "quokka", dataset="docs", mode="keyword").results  # the keyword side alone still answers
+
+
+def test_a_keyword_side_failing_fails_the_search_as_before(
+    ingested: tuple[Path, Registry], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, registry = ingested
+
+    def damaged(self: LocalStore, query: str, where: SearchFilters | None = None) -> None:
+        raise DatasetUnavailableError("dataset 'docs' is damaged: run mcpower validate")
+
+    monkeypatch.setattr(LocalStore, "keyword", damaged)
+    with pytest.raises(DatasetUnavailableError, match="run mcpower validate"):
+        search(registry, "quokka", dataset="docs", mode="hybrid")

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future, ThreadPoolExecutor
 
 A = TypeVar("A")
 B = TypeVar("B")
@@ -48,5 +50,7 @@ def _executor() -> ThreadPoolExecutor:
     global _pool
     with _pool_lock:
         if _pool is None:
+            from concurrent.futures import ThreadPoolExecutor  # on first use: ~3 ms a cold search need not pay early
+
             _pool = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="mcpower-meanwhile")
         return _pool

@@ -55,6 +55,8 @@ def test_top_k_and_scores_equal_scoring_every_match(seed: int, method: str, monk
     allowed = None if seed % 2 else np.sort(rng.choice(n, n // 3, replace=False)).astype(np.int64)
     if seed % 4 == 1:  # the walk never falls back to adding everything up
         monkeypatch.setattr(postings_module, "FULL_SCAN_SHARE", 10.0)
+    if seed % 4 == 2:  # block-max tried on every query, however many postings
+        monkeypatch.setattr(postings_module, "FULL_COUNT_SHARE", 100.0)
     full = reference(ids, lists, allowed)
     matches = RankedMatches(ids, lists, allowed, method)  # type: ignore[arg-type]
 
@@ -64,6 +66,50 @@ def test_top_k_and_scores_equal_scoring_every_match(seed: int, method: str, monk
     assert matches.scores_of(some) == full.scores_of(some)
     assert np.array_equal(matches.ids, full.ids)
     assert np.array_equal(matches.scores, full.scores)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_blockmax_giving_up_adds_everything_up_and_keeps_what_reaches_its_threshold(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(postings_module, "GIVE_UP_SHARE", 0.0)  # gives up once a first batch set a threshold
+    monkeypatch.setattr(postings_module, "FULL_COUNT_SHARE", 100.0)  # always tried first
+    monkeypatch.setattr(blockmax, "FIRST_CELLS", 1)
+    monkeypatch.setattr(blockmax, "CELL_SHIFT", 2)
+    outcomes: list[object] = []
+    real = blockmax.block_top
+
+    def watched(*args):  # type: ignore[no-untyped-def]
+        outcomes.append(real(*args))
+        return outcomes[-1]
+
+    monkeypatch.setattr(postings_module, "block_top", watched)
+    rng = np.random.default_rng(100 + seed)
+    n = int(rng.integers(200, 4000))
+    ids = np.sort(rng.choice(2**40, n, replace=False)).astype(np.int64)
+    lists = random_lists(rng, n, int(rng.integers(2, 6)))  # repeated impacts: ties at the threshold
+    allowed = None if seed % 2 else np.sort(rng.choice(n, n // 2, replace=False)).astype(np.int64)
+    full = reference(ids, lists, allowed)
+    for k in (1, 7, 50, 2):
+        assert RankedMatches(ids, lists, allowed).top(k) == full.top(k)
+    assert any(isinstance(o, blockmax.GaveUp) and o.threshold > 0 for o in outcomes)
+
+
+def test_a_query_with_many_postings_a_chunk_adds_everything_up_without_cells(monkeypatch: pytest.MonkeyPatch) -> None:
+    tried: list[int] = []
+    monkeypatch.setattr(postings_module, "block_top", lambda *args: tried.append(1))
+    rng = np.random.default_rng(7)
+    n = 3000
+    ids = np.arange(n, dtype=np.int64) * 2
+    lists = random_lists(rng, n, 5)
+    while sum(len(p.rows) for p in lists) < postings_module.FULL_COUNT_SHARE * n:
+        lists.append(random_lists(rng, n, 1)[0])
+    for allowed in (None, np.arange(0, n, 3, dtype=np.int64)):
+        for k in (1, 10, 50, n + 5):
+            assert RankedMatches(ids, lists, allowed).top(k) == reference(ids, lists, allowed).top(k)
+    assert not tried
+    assert all(p._cells is None for p in lists)  # never computed
+    assert all(p.nbytes >= p.rows.nbytes + p.impacts.nbytes + p.cells.nbytes for p in lists)  # counted at most
 
 
 def test_an_exhausted_list_answers_deeper_asks_and_nothing_matches_nothing() -> None:
@@ -112,6 +158,9 @@ def test_cells_hold_each_cells_highest_impact_and_its_postings(dense: float, mon
     impacts = rng.random(len(rows)).astype(np.float32)
     cells = blockmax.Cells.of(rows, impacts, shift=4)
     assert (cells.ids is None) == (dense == 0.0)
+    if cells.ids is None:  # each cell's first posting: where its first row would go in the list
+        span = int(rows[-1] >> 4) + 1
+        assert np.array_equal(cells.starts, np.searchsorted(rows, np.arange(span + 1) << 4))
     everywhere = np.arange(5000 >> 4, dtype=np.int64)
     bound = np.zeros(len(everywhere))
     cells.add_bounds(bound)
@@ -139,6 +188,7 @@ def scored_cells(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 
 def test_blockmax_scores_only_the_cells_whose_bound_reaches_the_kth_score(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(postings_module, "FULL_COUNT_SHARE", 100.0)
     monkeypatch.setattr(blockmax, "FIRST_CELLS", 1)
     monkeypatch.setattr(blockmax, "CELL_SHIFT", 6)  # cells of 64 rows
     n = 64 * 100  # 100 cells of 64 rows
@@ -174,7 +224,7 @@ def test_blockmax_ties_across_cells_go_to_the_lower_id(monkeypatch: pytest.Monke
 
 
 def test_postings_on_different_grids_are_refused() -> None:
-    rows, impacts = np.arange(10, dtype=np.int32), np.ones(10, np.float32)
+    rows, impacts = np.arange(2, dtype=np.int32), np.ones(2, np.float32)  # few postings: block-max is tried
     a = Postings(rows, impacts, 1.0, blockmax.Cells.of(rows, impacts, shift=2))
     b = Postings(rows, impacts, 1.0, blockmax.Cells.of(rows, impacts, shift=3))
     with pytest.raises(ValueError, match="different grids"):

@@ -73,12 +73,27 @@ class Cells:
             return cls(shift, ids.astype(np.int32), bounds, np.append(firsts, np.int32(len(rows))))
         every = np.zeros(span, dtype=bounds.dtype)
         every[ids] = bounds
-        starts = np.searchsorted(rows, np.arange(span + 1, dtype=np.int64) << shift).astype(np.int32)
-        return cls(shift, None, every, starts)
+        # Each cell's first posting is the count of postings in the cells before it: a cumulative
+        # sum over the cells (a search per cell in the rows cost ~4 ms for a common term at 1M).
+        counts = np.zeros(span + 1, dtype=np.int64)
+        counts[ids + 1] = np.diff(np.append(firsts, np.int32(len(rows))))
+        return cls(shift, None, every, np.cumsum(counts).astype(np.int32))
 
     @property
     def nbytes(self) -> int:
         return int((self.ids.nbytes if self.ids is not None else 0) + self.bounds.nbytes + self.starts.nbytes)
+
+    @staticmethod
+    def most_bytes(rows: NDArray[np.int32], impact_bytes: int) -> int:
+        """The most :meth:`of` ``rows`` can take (on the default grid), known without computing it:
+        sparse, an id, a bound and a start a cell holding the term (at most one a row); dense, a
+        bound and a start a cell spanned, when the term may be in enough of them."""
+        if not len(rows):
+            return 4
+        span = (int(rows[-1]) >> CELL_SHIFT) + 1
+        sparse = (8 + impact_bytes) * min(len(rows), span)
+        dense = (4 + impact_bytes) * span
+        return 4 + (max(sparse, dense) if len(rows) >= DENSE_CELLS * span else sparse)
 
     def add_bounds(self, bound: NDArray[np.float64]) -> None:
         """Add this term's cell maxima to a query's ``bound`` of every cell."""
@@ -110,13 +125,21 @@ class Scored(Protocol):
     def cells(self) -> Cells: ...
 
 
+@dataclass(frozen=True)
+class GaveUp:
+    """block_top stopped: the bounds prune too little. No chunk below ``threshold`` (the k-th best
+    score among the cells it scored, > 0) is in the top k, which narrows the caller's full count."""
+
+    threshold: float
+
+
 def block_top(
     n: int, lists: Sequence[Scored], allowed: NDArray[np.int64] | None, k: int, give_up: float = 1.0
-) -> tuple[NDArray[np.int64], NDArray[np.float64]] | None:
+) -> tuple[NDArray[np.int64], NDArray[np.float64]] | GaveUp:
     """The rows (in no particular order) and scores of every chunk that scores at least the k-th
     best (ties at the cut included), among ``n`` chunks, the ``allowed`` rows only (ascending; None:
-    all). Fewer than ``k`` matches: all of them. None once the cells still to score hold more than
-    ``give_up`` of the chunks (the bounds prune too little: the caller adds everything up instead).
+    all). Fewer than ``k`` matches: all of them. :class:`GaveUp` once the cells still to score hold
+    more than ``give_up`` of the chunks (the caller adds everything up instead).
 
     Raises:
         ValueError: ``lists`` on different grids.
@@ -146,7 +169,7 @@ def block_top(
         if not len(todo):
             break
         if threshold > 0 and (len(todo) << shift) > give_up * n:
-            return None  # most chunks left to score anyway: adding everything up is as cheap
+            return GaveUp(threshold)  # most chunks left to score anyway: adding everything up is as cheap
         if len(todo) > batch:  # the highest bounds first: they raise the threshold soonest
             todo = todo[np.argpartition(-live_bound[todo], batch - 1)[:batch]]
         pending[todo] = False

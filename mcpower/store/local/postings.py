@@ -27,12 +27,12 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from mcpower.store.local.blockmax import Cells, block_top
+from mcpower.store.local.blockmax import Cells, GaveUp, block_top
 from mcpower.store.local.keyword import KeywordHits
 
 if TYPE_CHECKING:
@@ -52,6 +52,11 @@ FULL_SCAN_SHARE = 0.25
 # 0.25 the top 50 took p50 16.2 / p95 48.4 ms against every match's 25.7 / 41.8; at 0.1, 22.8 / 36.6
 # against 22.6 / 35.6, the lowest mean (19.9 ms): the p95 is the target.
 GIVE_UP_SHARE = 0.1
+# A query whose lists hold this many postings per chunk is not tried by block-max: it adds
+# everything up at once, without computing cells for lists read for it. On the synthetic 1M
+# dataset's 300 SciFact questions, block-max gave up on 156 of the 170 at 0.6 or more (and on
+# 80 of the 130 below); a list read for the first time cost ~2 ms of cells per term.
+FULL_COUNT_SHARE = 0.6
 
 
 @dataclass(frozen=True)
@@ -61,15 +66,26 @@ class Postings:
     rows: NDArray[np.int32]
     impacts: NDArray[np.floating[Any]]  # float32 from the postings table; float64 from FTS5's bm25()
     bound: float  # the highest impact
-    cells: Cells  # its highest impact per cell of chunk rows (blockmax.py)
+    _cells: Cells | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def of(cls, rows: NDArray[np.int32], impacts: NDArray[np.floating[Any]]) -> Postings:
-        return cls(rows, impacts, float(impacts.max()) if len(impacts) else 0.0, Cells.of(rows, impacts))
+        return cls(rows, impacts, float(impacts.max()) if len(impacts) else 0.0)
+
+    @property
+    def cells(self) -> Cells:
+        """Its highest impact per cell of chunk rows (blockmax.py), computed when first asked and
+        kept: a query that adds everything up never needs them. Two threads may both compute them
+        at once; the results are equal, either is kept."""
+        if self._cells is None:
+            object.__setattr__(self, "_cells", Cells.of(self.rows, self.impacts))
+        assert self._cells is not None
+        return self._cells
 
     @property
     def nbytes(self) -> int:
-        return int(self.rows.nbytes + self.impacts.nbytes + self.cells.nbytes)
+        """Its size in memory once its cells are computed (at most that before)."""
+        return int(self.rows.nbytes + self.impacts.nbytes + Cells.most_bytes(self.rows, self.impacts.itemsize))
 
     def lookup(self, rows: NDArray[np.int64]) -> NDArray[np.float64]:
         """The impact of this term at each of ``rows`` (0.0 where it is absent): a binary search each."""
@@ -205,19 +221,23 @@ class RankedMatches:
     def _everything(self) -> KeywordHits:
         """Every match scored, as keyword.combine scores them (one bincount, the same sums)."""
         if self._full is None:
-            if not self._lists:
-                self._full = KeywordHits.none()
-                return self._full
-            rows = np.concatenate([p.rows for p in self._lists])
-            weights = np.concatenate([p.impacts for p in self._lists], dtype=np.float64)
-            scores = np.bincount(rows, weights=weights, minlength=len(self._ids)).astype(np.float64, copy=False)
-            if self._allowed is not None:
-                mask = np.zeros(len(self._ids), dtype=bool)
-                mask[self._allowed] = True
-                scores[~mask] = 0.0
+            scores = self._every_row()
             matched = np.flatnonzero(scores > 0)
             self._full = KeywordHits(self._ids[matched], scores[matched])
         return self._full
+
+    def _every_row(self) -> NDArray[np.float64]:
+        """The BM25 of every row (0.0 where nothing matched or the filter says no), summed as keyword.combine sums."""
+        if not self._lists:
+            return np.zeros(len(self._ids), dtype=np.float64)
+        rows = np.concatenate([p.rows for p in self._lists])
+        weights = np.concatenate([p.impacts for p in self._lists], dtype=np.float64)
+        scores = np.bincount(rows, weights=weights, minlength=len(self._ids)).astype(np.float64, copy=False)
+        if self._allowed is not None:
+            mask = np.zeros(len(self._ids), dtype=bool)
+            mask[self._allowed] = True
+            scores[~mask] = 0.0
+        return scores
 
     # -- scoring
 
@@ -229,10 +249,21 @@ class RankedMatches:
         return total
 
     def _blockmax(self, k: int) -> list[tuple[int, float]]:
+        if sum(len(p.rows) for p in self._lists) >= FULL_COUNT_SHARE * len(self._ids):
+            return self._counted(k, 0.0)
         found = block_top(len(self._ids), self._lists, self._allowed, k, GIVE_UP_SHARE)
-        if found is None:
-            return self._everything().top(k)
+        if isinstance(found, GaveUp):
+            return self._counted(k, found.threshold)
         return self._best(*found, k)
+
+    def _counted(self, k: int, threshold: float) -> list[tuple[int, float]]:
+        """The best ``k`` with every row added up; none scoring below ``threshold`` is among them (> 0: a
+        score found already, so only the rows at or above it are sorted; else the k-th of every row)."""
+        scores = self._every_row()
+        if threshold <= 0 and k < len(scores):
+            threshold = float(np.partition(scores, len(scores) - k)[len(scores) - k])
+        rows = np.flatnonzero(scores >= threshold) if threshold > 0 else np.flatnonzero(scores > 0)
+        return self._best(rows, scores[rows], k)
 
     def _best(self, rows: NDArray[np.int64], scores: NDArray[np.float64], k: int) -> list[tuple[int, float]]:
         """The best ``k`` of scored ``rows`` as (chunk id, BM25), equal scores by ascending id."""

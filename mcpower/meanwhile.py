@@ -9,6 +9,7 @@ the cores are busy anyway), both parts run on the caller, one after the other, a
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
@@ -44,6 +45,16 @@ def both(here: Callable[[], A], there: Callable[[], B]) -> tuple[A, B]:
     future.add_done_callback(lambda _: _free.release())
     first = here()
     return first, future.result()
+
+
+def _forget_the_pool() -> None:
+    """In a forked child: the parent's worker threads do not exist there, so start afresh."""
+    global _free, _pool, _pool_lock
+    _free, _pool, _pool_lock = threading.BoundedSemaphore(WORKERS), None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_the_pool)
 
 
 def _executor() -> ThreadPoolExecutor:

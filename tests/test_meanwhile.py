@@ -3,6 +3,9 @@ side raised, and both on the caller when every worker is busy."""
 
 from __future__ import annotations
 
+import os
+import select
+import signal
 import threading
 from pathlib import Path
 
@@ -60,6 +63,26 @@ def test_both_run_on_the_caller_when_every_worker_is_busy(monkeypatch: pytest.Mo
 
     assert worker == threading.get_ident()
     assert order == ["here", "there"]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
+def test_a_forked_child_gets_workers_of_its_own() -> None:
+    meanwhile.both(lambda: None, lambda: None)  # the parent's pool exists
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: the parent's threads are not here; a search must not wait on them
+        try:
+            _, worker = meanwhile.both(lambda: None, threading.get_ident)
+            os.write(write, b"ok" if worker != threading.get_ident() else b"inline")
+        finally:
+            os._exit(0)
+    os.close(write)
+    if not select.select([read], [], [], PATIENCE)[0]:  # the child hangs on a worker that is not there
+        os.kill(pid, signal.SIGKILL)
+    with os.fdopen(read, "rb") as answer:
+        said = answer.read()
+    os.waitpid(pid, 0)
+    assert said == b"ok"
 
 
 def test_an_error_on_the_worker_is_raised_to_the_caller() -> None:

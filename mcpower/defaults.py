@@ -26,6 +26,14 @@ _MODEL_PATH_PREFIXES = ("~", "./", "../", ".\\", "..\\")
 # onnx-int8: that export quantised (faster, cosine ≈ 0.99 against torch).
 Backend = Literal["torch", "onnx", "onnx-int8"]
 BACKENDS: tuple[Backend, ...] = get_args(Backend)
+
+
+def precision_of(backend: str) -> str:
+    """The precision a backend's vectors have, as a manifest records it: torch and onnx give the same
+    (fp32) vectors; onnx-int8 others."""
+    return "int8" if backend == "onnx-int8" else "fp32"
+
+
 # fp32 for new datasets, not int8: int8 documents (fp32 queries) ingest 1.4-2.2x faster but lost
 # 0.0123 hybrid nDCG@10 on the FastAPI docs, over issue 30's bar of 0.005
 # (benchmarks/int8_documents.py, docs/benchmarks.md#ingest-with-the-int8-model-item-4).

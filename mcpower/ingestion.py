@@ -25,7 +25,7 @@ from mcpower.analysis import SCHEME, normalize_language, undetermined_as
 from mcpower.assembly import assemble, skip_summary
 from mcpower.chunking import CHUNKER
 from mcpower.chunking.worker import Reader
-from mcpower.defaults import DEFAULT_TOP_K, MAX_PROMPT_CHARS
+from mcpower.defaults import DEFAULT_TOP_K, MAX_PROMPT_CHARS, precision_of
 from mcpower.discover import SourceFile, discover
 from mcpower.duplicates import same_files
 from mcpower.embedding.store import EmbeddingStore
@@ -341,8 +341,7 @@ def _nothing_changed(prev: DatasetInfo, info: DatasetInfo, report: IngestReport)
 
 def _fingerprint(emb: embedding.Embedder, chunk_tokens: int, overlap: int) -> str:
     # torch and onnx fp32 give the same vectors; int8 does not, so precision is part of identity.
-    precision = "int8" if emb.backend == "onnx-int8" else "fp32"
-    key = f"{emb.model_fingerprint}|{emb.dimension}|{precision}|{CHUNKER}|{chunk_tokens}|{overlap}"
+    key = f"{emb.model_fingerprint}|{emb.dimension}|{precision_of(emb.backend)}|{CHUNKER}|{chunk_tokens}|{overlap}"
     if emb.query_prompt or emb.document_prompt:  # other prompts, other vectors (none: as before prompts)
         key += f"|{emb.query_prompt}|{emb.document_prompt}"
     return hashlib.sha256(key.encode()).hexdigest()[:32]

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from mcpower import __version__
 from mcpower.analysis import SCHEME, chunk_languages, undetermined_as
 from mcpower.checksums import FileHashes
-from mcpower.defaults import DEFAULT_BACKEND, DEFAULT_MODEL
+from mcpower.defaults import DEFAULT_BACKEND, DEFAULT_MODEL, precision_of
 from mcpower.errors import IndexMismatchError, IngestError, InvalidManifestError
 from mcpower.layout import VERSION_PREFIX, fsync_path
 from mcpower.manifest import (
@@ -176,7 +176,7 @@ def _vectors(
         emb = embedding.load_embedder(DEFAULT_MODEL, backend, cache_dir)
         vectors = emb.embed_documents([r.content for r in ds.records])
         model = QueryModel(emb.model_name, emb.dimension, emb.max_tokens, emb.model_fingerprint)
-        backend_used, precision = emb.backend, "int8" if emb.backend == "onnx-int8" else "fp32"
+        backend_used, precision = emb.backend, precision_of(emb.backend)
     now = now_utc()
     m = ds.manifest
     info = DatasetInfo(

@@ -20,9 +20,11 @@ if TYPE_CHECKING:
 A = TypeVar("A")
 B = TypeVar("B")
 
-# Parts run beside their callers at most; past this, a caller runs both itself. Four covers the
-# searches a 2-8 core machine runs at once at full speed; more would only queue for the cores.
-WORKERS = 4
+# Parts run beside their callers at most: half the CPUs this process may use (at least one, at
+# most four). A search's model already runs on two threads; with more searches than that in flight
+# the cores are busy anyway, and another thread each would only add switching between them.
+_CPUS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+WORKERS = min(max(_CPUS // 2, 1), 4)
 
 _free = threading.BoundedSemaphore(WORKERS)
 _pool: ThreadPoolExecutor | None = None

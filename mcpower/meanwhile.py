@@ -39,12 +39,18 @@ def both(here: Callable[[], A], there: Callable[[], B]) -> tuple[A, B]:
     """
     if not _free.acquire(blocking=False):
         return here(), there()
+
+    def beside() -> B:
+        try:
+            return there()
+        finally:  # before the caller hears the result: its next search finds the worker free
+            _free.release()
+
     try:
-        future: Future[B] = _executor().submit(there)
+        future: Future[B] = _executor().submit(beside)
     except RuntimeError:  # the interpreter is shutting down: no new threads
         _free.release()
         return here(), there()
-    future.add_done_callback(lambda _: _free.release())
     first = here()
     return first, future.result()
 

@@ -165,6 +165,8 @@ def test_filters_keep_only_allowed_chunks_with_unchanged_scores(
 def test_the_stores_top_k_by_cells_is_every_match_scored_also_from_cached_lists(
     corpus_db: sqlite3.Connection, filters: SearchFilters | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(postings, "BLOCKMAX_MIN_CHUNKS", 0)  # block-max however small the dataset
+    monkeypatch.setattr(postings, "FULL_COUNT_SHARE", 100.0)
     monkeypatch.setattr(blockmax, "CELL_SHIFT", 1)  # cells of two chunks: most of them skipped
     monkeypatch.setattr(blockmax, "FIRST_CELLS", 1)
     monkeypatch.setattr(postings, "CACHE_MIN_ROWS", 1)  # every list kept once read

@@ -37,6 +37,12 @@ def reference(ids: np.ndarray, lists: list[Postings], allowed: np.ndarray | None
     return combine(ids, single, fts, mask)
 
 
+def force_blockmax(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Block-max tried first whatever the dataset's size and the question's postings."""
+    monkeypatch.setattr(postings_module, "BLOCKMAX_MIN_CHUNKS", 0)
+    monkeypatch.setattr(postings_module, "FULL_COUNT_SHARE", 100.0)
+
+
 @pytest.mark.parametrize("method", ["blockmax", "maxscore"])
 @pytest.mark.parametrize("seed", range(12))
 def test_top_k_and_scores_equal_scoring_every_match(seed: int, method: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -55,8 +61,8 @@ def test_top_k_and_scores_equal_scoring_every_match(seed: int, method: str, monk
     allowed = None if seed % 2 else np.sort(rng.choice(n, n // 3, replace=False)).astype(np.int64)
     if seed % 4 == 1:  # the walk never falls back to adding everything up
         monkeypatch.setattr(postings_module, "FULL_SCAN_SHARE", 10.0)
-    if seed % 4 == 2:  # block-max tried on every query, however many postings
-        monkeypatch.setattr(postings_module, "FULL_COUNT_SHARE", 100.0)
+    if seed % 2 == 0:  # block-max tried on every query, however few chunks and many postings
+        force_blockmax(monkeypatch)
     full = reference(ids, lists, allowed)
     matches = RankedMatches(ids, lists, allowed, method)  # type: ignore[arg-type]
 
@@ -73,7 +79,7 @@ def test_blockmax_giving_up_adds_everything_up_and_keeps_what_reaches_its_thresh
     seed: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(postings_module, "GIVE_UP_SHARE", 0.0)  # gives up once a first batch set a threshold
-    monkeypatch.setattr(postings_module, "FULL_COUNT_SHARE", 100.0)  # always tried first
+    force_blockmax(monkeypatch)
     monkeypatch.setattr(blockmax, "FIRST_CELLS", 1)
     monkeypatch.setattr(blockmax, "CELL_SHIFT", 2)
     outcomes: list[object] = []
@@ -95,14 +101,19 @@ def test_blockmax_giving_up_adds_everything_up_and_keeps_what_reaches_its_thresh
     assert any(isinstance(o, blockmax.GaveUp) and o.threshold > 0 for o in outcomes)
 
 
-def test_a_query_with_many_postings_a_chunk_adds_everything_up_without_cells(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("reason", ["many postings a chunk", "few chunks"])
+def test_a_query_adds_everything_up_without_cells_when_blockmax_would_not_pay(
+    reason: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if reason == "many postings a chunk":
+        monkeypatch.setattr(postings_module, "BLOCKMAX_MIN_CHUNKS", 0)
     tried: list[int] = []
     monkeypatch.setattr(postings_module, "block_top", lambda *args: tried.append(1))
     rng = np.random.default_rng(7)
     n = 3000
     ids = np.arange(n, dtype=np.int64) * 2
     lists = random_lists(rng, n, 5)
-    while sum(len(p.rows) for p in lists) < postings_module.FULL_COUNT_SHARE * n:
+    while reason == "many postings a chunk" and sum(len(p.rows) for p in lists) < postings_module.FULL_COUNT_SHARE * n:
         lists.append(random_lists(rng, n, 1)[0])
     for allowed in (None, np.arange(0, n, 3, dtype=np.int64)):
         for k in (1, 10, 50, n + 5):
@@ -188,7 +199,7 @@ def scored_cells(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 
 def test_blockmax_scores_only_the_cells_whose_bound_reaches_the_kth_score(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(postings_module, "FULL_COUNT_SHARE", 100.0)
+    force_blockmax(monkeypatch)
     monkeypatch.setattr(blockmax, "FIRST_CELLS", 1)
     monkeypatch.setattr(blockmax, "CELL_SHIFT", 6)  # cells of 64 rows
     n = 64 * 100  # 100 cells of 64 rows
@@ -210,6 +221,7 @@ def test_blockmax_scores_only_the_cells_whose_bound_reaches_the_kth_score(monkey
 
 
 def test_blockmax_ties_across_cells_go_to_the_lower_id(monkeypatch: pytest.MonkeyPatch) -> None:
+    force_blockmax(monkeypatch)
     monkeypatch.setattr(blockmax, "FIRST_CELLS", 1)
     monkeypatch.setattr(blockmax, "CELL_SHIFT", 6)
     n = 64 * 10
@@ -223,8 +235,9 @@ def test_blockmax_ties_across_cells_go_to_the_lower_id(monkeypatch: pytest.Monke
     assert sum(seen) == 2
 
 
-def test_postings_on_different_grids_are_refused() -> None:
-    rows, impacts = np.arange(2, dtype=np.int32), np.ones(2, np.float32)  # few postings: block-max is tried
+def test_postings_on_different_grids_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    force_blockmax(monkeypatch)
+    rows, impacts = np.arange(10, dtype=np.int32), np.ones(10, np.float32)
     a = Postings(rows, impacts, 1.0, blockmax.Cells.of(rows, impacts, shift=2))
     b = Postings(rows, impacts, 1.0, blockmax.Cells.of(rows, impacts, shift=3))
     with pytest.raises(ValueError, match="different grids"):

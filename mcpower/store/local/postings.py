@@ -57,6 +57,12 @@ GIVE_UP_SHARE = 0.1
 # dataset's 300 SciFact questions, block-max gave up on 156 of the 170 at 0.6 or more (and on
 # 80 of the 130 below); a list read for the first time cost ~2 ms of cells per term.
 FULL_COUNT_SHARE = 0.6
+# Block-max pays only on large datasets: below this many chunks adding every posting up into one
+# array of scores is cheaper than working out cells and their bounds. Keyword top 50 of new SciFact
+# (FastAPI) questions, thread CPU p50 / p95, every posting added against block-max: 3.4k chunks
+# 0.70 / 0.86 against 1.64 / 2.26 ms; 100k 2.39 / 7.06 against 3.23 / 7.33; 300k 6.37 / 18.4
+# against 7.01 / 17.2; 1M 27.3 / 92.2 against 24.7 / 44.7 (docs/benchmarks.md, round 7).
+BLOCKMAX_MIN_CHUNKS = 300_000
 
 
 @dataclass(frozen=True)
@@ -249,7 +255,8 @@ class RankedMatches:
         return total
 
     def _blockmax(self, k: int) -> list[tuple[int, float]]:
-        if sum(len(p.rows) for p in self._lists) >= FULL_COUNT_SHARE * len(self._ids):
+        n = len(self._ids)
+        if n < BLOCKMAX_MIN_CHUNKS or sum(len(p.rows) for p in self._lists) >= FULL_COUNT_SHARE * n:
             return self._counted(k, 0.0)
         found = block_top(len(self._ids), self._lists, self._allowed, k, GIVE_UP_SHARE)
         if isinstance(found, GaveUp):

@@ -132,10 +132,9 @@ def evaluate_set(name: str, args: argparse.Namespace) -> dict[str, Any]:
             )
     finally:
         registry.close()
-    speeds = [built[b].get("chunks_per_second") for b in BACKENDS]
-    out["speed_ratio"] = round(speeds[1] / speeds[0], 2) if all(speeds) else None
-    cpu = [built[b].get("chunks_per_cpu_second") for b in BACKENDS]
-    out["cpu_speed_ratio"] = round(cpu[1] / cpu[0], 2) if all(cpu) else None
+    for key, figure in (("speed_ratio", "chunks_per_second"), ("cpu_speed_ratio", "chunks_per_cpu_second")):
+        before, after = (built[b].get(figure) for b in BACKENDS)
+        out[key] = round(after / before, 2) if before and after else None
     return out
 
 

@@ -42,16 +42,14 @@ def main() -> None:
     rng = np.random.default_rng(0)
     n = args.chunks
     ids = np.sort(rng.choice(2**40, n, replace=False)).astype(np.int64)
-    old: list[Postings] = []  # as MaxScore had them: common terms with a dense copy
-    new: list[Postings] = []  # as the store makes them now (postings.postings_of)
+    lists: list[Postings] = []  # as the store makes them (postings.postings_of); cells kept once computed
     for share in np.geomspace(*SHARES, VOCABULARY):
         rows = np.flatnonzero(rng.random(n) < share).astype(np.int32)
         idf = max(float(np.log((n - len(rows) + 0.5) / (len(rows) + 0.5))), 1e-6)
         tf = rng.choice([1, 1, 1, 2, 3], len(rows)).astype(np.float64)
         norm = 1.2 * (0.25 + 0.75 * rng.uniform(0.5, 1.5, len(rows)))
         impacts = (idf * tf * 2.2 / (tf + norm)).astype(np.float32)
-        old.append(Postings.of(rows, impacts, n))
-        new.append(Postings.of(rows, impacts))
+        lists.append(Postings.of(rows, impacts))
     queries = [
         rng.choice(VOCABULARY, rng.integers(args.terms[0], args.terms[1] + 1), replace=False).tolist()
         for _ in range(args.queries)
@@ -72,15 +70,17 @@ def main() -> None:
                 mask[allowed] = True
 
             def every_match(q: list[int] = q, others: Any = others, mask: Any = mask) -> Any:
-                hits = combine(ids, [(old[t].rows.tobytes(), old[t].impacts.tobytes()) for t in q], [], mask)
+                hits = combine(ids, [(lists[t].rows.tobytes(), lists[t].impacts.tobytes()) for t in q], [], mask)
                 return hits.top(50), hits.scores_of(others)
 
             def maxscore(q: list[int] = q, others: Any = others, allowed: Any = allowed) -> Any:
-                matches = RankedMatches(ids, [old[t] for t in q], allowed, method="maxscore")
+                matches = RankedMatches(ids, [lists[t] for t in q], allowed, method="maxscore")
                 return matches.top(50), matches.scores_of(others)
 
             def blockmax(q: list[int] = q, others: Any = others, allowed: Any = allowed) -> Any:
-                matches = RankedMatches(ids, [new[t] for t in q], allowed)
+                matches = RankedMatches(
+                    ids, [lists[t] for t in q], allowed
+                )  # the store's path, its size rules included
                 return matches.top(50), matches.scores_of(others)
 
             runs: dict[str, Callable[[], Any]] = dict(zip(METHODS, (every_match, maxscore, blockmax)))

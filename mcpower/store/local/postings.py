@@ -7,7 +7,9 @@ and the BM25 of the semantic side's candidates. So:
 
 - **top(k)** scores whole cells of chunk rows in descending order of their bound, the sum of each
   term's highest impact in the cell, until no cell left can reach the k-th score (blockmax.py).
-  Each list's cells are computed when it is read and kept with it in :class:`PostingsCache`.
+  A list's cells are computed when block-max first asks for them and kept with it in
+  :class:`PostingsCache`. Below :data:`BLOCKMAX_MIN_CHUNKS`, or for a question whose lists hold
+  :data:`FULL_COUNT_SHARE` postings a chunk, every posting is added up instead: cheaper there.
 - **top(k)** by MaxScore is kept beside it, to be measured against (benchmarks/keyword_scale.py),
   and exact too (Turtle & Flood, 1995): a chunk's BM25 is the sum of its terms' impacts,
   and a term adds at most its highest impact. Terms are taken from the highest such bound down; the
@@ -258,7 +260,7 @@ class RankedMatches:
         n = len(self._ids)
         if n < BLOCKMAX_MIN_CHUNKS or sum(len(p.rows) for p in self._lists) >= FULL_COUNT_SHARE * n:
             return self._counted(k, 0.0)
-        found = block_top(len(self._ids), self._lists, self._allowed, k, GIVE_UP_SHARE)
+        found = block_top(n, self._lists, self._allowed, k, GIVE_UP_SHARE)
         if isinstance(found, GaveUp):
             return self._counted(k, found.threshold)
         return self._best(*found, k)

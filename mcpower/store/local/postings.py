@@ -266,12 +266,12 @@ class RankedMatches:
         return self._best(*found, k)
 
     def _counted(self, k: int, threshold: float) -> list[tuple[int, float]]:
-        """The best ``k`` with every row added up; none scoring below ``threshold`` is among them (> 0: a
-        score found already, so only the rows at or above it are sorted; else the k-th of every row)."""
+        """The best ``k`` with every row added up. With a ``threshold`` (> 0: a k-th score block-max
+        found already) only the rows at or above it are sorted; else every match, as KeywordHits sorts them."""
+        if threshold <= 0:
+            return self._everything().top(k)
         scores = self._every_row()
-        if threshold <= 0 and k < len(scores):
-            threshold = float(np.partition(scores, len(scores) - k)[len(scores) - k])
-        rows = np.flatnonzero(scores >= threshold) if threshold > 0 else np.flatnonzero(scores > 0)
+        rows = np.flatnonzero(scores >= threshold)
         return self._best(rows, scores[rows], k)
 
     def _best(self, rows: NDArray[np.int64], scores: NDArray[np.float64], k: int) -> list[tuple[int, float]]:

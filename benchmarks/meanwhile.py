@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from suite.report import load_avg, pct
 
 import mcpower.search as search_module
 from mcpower import meanwhile
@@ -34,11 +35,6 @@ def questions_of(path: Path) -> list[str]:
 
 def in_turn(here: Callable[[], Any], there: Callable[[], Any]) -> tuple[Any, Any]:
     return here(), there()
-
-
-def p95(values: list[float]) -> float:
-    s = sorted(values)
-    return s[min(len(s) - 1, int(0.95 * len(s)))]
 
 
 def main() -> None:
@@ -68,14 +64,14 @@ def main() -> None:
     registry.close()
     for way in ways:
         print(
-            f"{way:<8} wall ms p50 {statistics.median(wall[way]):7.2f}  p95 {p95(wall[way]):7.2f}"
+            f"{way:<8} wall ms p50 {statistics.median(wall[way]):7.2f}  p95 {pct(wall[way], 95):7.2f}"
             f"   CPU ms p50 {statistics.median(cpu[way]):7.2f}  ({len(wall[way])} searches)"
         )
     a, b = wall["at once"], wall["in turn"]
     print(
-        f"at once / in turn: wall p50 {statistics.median(a) / statistics.median(b):.3f}  p95 {p95(a) / p95(b):.3f}"
+        f"at once / in turn: wall p50 {statistics.median(a) / statistics.median(b):.3f}  p95 {pct(a, 95) / pct(b, 95):.3f}"
         f"   CPU p50 {statistics.median(cpu['at once']) / statistics.median(cpu['in turn']):.3f}"
-        f"   load {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+        f"   load {load_avg()}"
     )
 
 

@@ -30,6 +30,11 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mcpower"
 
 
+def cpus() -> int:
+    """CPUs this process may run on (the affinity mask honours taskset and container cpusets)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 # What dependencies record about this machine or send unless told not to, and what tells each.
 TELEMETRY_OFF = {
     # onnxruntime 1.29+ (Linux, macOS): a device id and process, session and model events queued in

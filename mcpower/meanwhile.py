@@ -14,6 +14,8 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
+from mcpower.env import cpus
+
 if TYPE_CHECKING:
     from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -23,8 +25,7 @@ B = TypeVar("B")
 # Parts run beside their callers at most: half the CPUs this process may use (at least one, at
 # most four). A search's model already runs on two threads; with more searches than that in flight
 # the cores are busy anyway, and another thread each would only add switching between them.
-_CPUS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-WORKERS = min(max(_CPUS // 2, 1), 4)
+WORKERS = min(max(cpus() // 2, 1), 4)
 
 _free = threading.BoundedSemaphore(WORKERS)
 _pool: ThreadPoolExecutor | None = None

@@ -49,7 +49,7 @@ class OnnxEmbedder(BaseEmbedder):
         self._tok_in.enable_padding(**_padding(self._tok_in, spec.path))
 
         opts = ort.SessionOptions()
-        opts.intra_op_num_threads = min(_cpus(), 8)  # beyond 8, threads mostly wait on each other
+        opts.intra_op_num_threads = min(env.cpus(), 8)  # beyond 8, threads mostly wait on each other
         # Idle intra-op threads sleep instead of spinning: spinning took the CPU the server's event
         # loop and worker threads needed (query p50 50 -> 33 ms with the machine loaded; ingest
         # chunks/s unchanged in the same A/B run).
@@ -92,8 +92,3 @@ def _padding(tok: Any, model: Path) -> dict[str, Any]:
     token = (json.loads(config.read_text()) if config.is_file() else {}).get("pad_token") or "[PAD]"
     token = token["content"] if isinstance(token, dict) else str(token)
     return {"pad_id": tok.token_to_id(token) or 0, "pad_token": token}
-
-
-def _cpus() -> int:
-    """CPUs this process may run on (the affinity mask honours taskset and container cpusets)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1

@@ -59,12 +59,12 @@ GIVE_UP_SHARE = 0.1
 # dataset's 300 SciFact questions, block-max gave up on 156 of the 170 at 0.6 or more (and on
 # 80 of the 130 below); a list read for the first time cost ~2 ms of cells per term.
 FULL_COUNT_SHARE = 0.6
-# Block-max pays only on large datasets: below this many chunks adding every posting up into one
-# array of scores is cheaper than working out cells and their bounds. Keyword top 50 of new SciFact
-# (FastAPI) questions, thread CPU p50 / p95, every posting added against block-max: 3.4k chunks
-# 0.70 / 0.86 against 1.64 / 2.26 ms; 100k 2.39 / 7.06 against 3.23 / 7.33; 300k 6.37 / 18.4
-# against 7.01 / 17.2; 1M 27.3 / 92.2 against 24.7 / 44.7 (docs/benchmarks.md, round 7).
-BLOCKMAX_MIN_CHUNKS = 300_000
+# Block-max is tried only on datasets larger than any measured: up to a million chunks adding every
+# posting up (KeywordHits.top over every match) was as fast or faster. Keyword top 50 of 300 new
+# SciFact questions, thread CPU p50 / p95 ms, every posting against block-max (its 0.6 rule
+# included): 300k chunks 5.66 / 16.3 against 7.08 / 16.4; 1M 19.2 / 40.0 against 23.3 / 41.1, and
+# 19.9 / 40.5 against 23.7 / 41.9 (docs/benchmarks.md, round 7). Smaller datasets gain more.
+BLOCKMAX_MIN_CHUNKS = 2_000_000
 
 
 @dataclass(frozen=True)

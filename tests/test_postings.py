@@ -123,6 +123,35 @@ def test_a_query_adds_everything_up_without_cells_when_blockmax_would_not_pay(
     assert all(p.nbytes >= p.rows.nbytes + p.impacts.nbytes + p.cells.nbytes for p in lists)  # counted at most
 
 
+@pytest.mark.parametrize("seed", range(8))
+def test_adding_everything_up_sorts_only_the_rows_its_block_bound_keeps(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(postings_module, "BOUND_ROWS", [4, 16][seed % 2])  # many blocks on little data
+    sorted_rows: list[int] = []
+    real = RankedMatches._best
+
+    def watched(self, rows, scores, k):  # type: ignore[no-untyped-def]
+        sorted_rows.append(len(rows))
+        return real(self, rows, scores, k)
+
+    monkeypatch.setattr(RankedMatches, "_best", watched)
+    rng = np.random.default_rng(300 + seed)
+    n = int(rng.integers(2000, 6000))
+    ids = np.sort(rng.choice(2**40, n, replace=False)).astype(np.int64)
+    lists = random_lists(rng, n, int(rng.integers(2, 6)))  # repeated impacts: ties at the cut
+    if seed % 4 == 0:  # a phrase FTS5 scored itself, a negative score among them
+        rows = rng.choice(n, 20, replace=False)
+        lists.append(fts_postings(ids, [(int(ids[r]), float(rng.normal(2, 2))) for r in rows]))
+    allowed = None if seed % 2 else np.sort(rng.choice(n, n // 3, replace=False)).astype(np.int64)
+    full = reference(ids, lists, allowed)
+    for k in (1, 5, 10, 50, 3):
+        assert RankedMatches(ids, lists, allowed).top(k) == full.top(k)
+    for k in (n // 4, n + 10):  # more than the blocks: every match sorted, as KeywordHits sorts them
+        assert RankedMatches(ids, lists, allowed).top(k) == full.top(k)
+    assert sorted_rows and max(sorted_rows) < len(full.ids)  # the bound left rows out
+
+
 def test_an_exhausted_list_answers_deeper_asks_and_nothing_matches_nothing() -> None:
     ids = np.arange(10, dtype=np.int64) * 3
     one = Postings.of(np.array([2, 5], dtype=np.int32), np.array([1.0, 2.0], dtype=np.float32))

@@ -9,7 +9,8 @@ and the BM25 of the semantic side's candidates. So:
   term's highest impact in the cell, until no cell left can reach the k-th score (blockmax.py).
   A list's cells are computed when block-max first asks for them and kept with it in
   :class:`PostingsCache`. Below :data:`BLOCKMAX_MIN_CHUNKS`, or for a question whose lists hold
-  :data:`FULL_COUNT_SHARE` postings a chunk, every posting is added up instead: cheaper there.
+  :data:`FULL_COUNT_SHARE` postings a chunk, every posting is added up instead: cheaper there;
+  only the rows at or above a lower bound of the k-th score (the maxima of blocks of rows) are sorted.
 - **top(k)** by MaxScore is kept beside it, to be measured against (benchmarks/keyword_scale.py),
   and exact too (Turtle & Flood, 1995): a chunk's BM25 is the sum of its terms' impacts,
   and a term adds at most its highest impact. Terms are taken from the highest such bound down; the
@@ -65,6 +66,11 @@ FULL_COUNT_SHARE = 0.6
 # included): 300k chunks 5.66 / 16.3 against 7.08 / 16.4; 1M 19.2 / 40.0 against 23.3 / 41.1, and
 # 19.9 / 40.5 against 23.7 / 41.9 (docs/benchmarks.md, round 7). Smaller datasets gain more.
 BLOCKMAX_MIN_CHUNKS = 2_000_000
+# Rows per block whose maxima bound the k-th score from below when every posting is added up: only
+# the rows at or above it are sorted, not every match (~500k at a million chunks). Keyword top 50
+# of 300 SciFact questions, thread CPU p50 / p95 ms, against sorting every match: 1M chunks 12.0 /
+# 28.5 against 15.9 / 36.5; 100k 1.47 / 3.02 against 1.47 / 4.32 (docs/benchmarks.md, round 8).
+BOUND_ROWS = 256
 
 
 @dataclass(frozen=True)
@@ -226,10 +232,11 @@ class RankedMatches:
     def __len__(self) -> int:
         return len(self._everything())
 
-    def _everything(self) -> KeywordHits:
-        """Every match scored, as keyword.combine scores them (one bincount, the same sums)."""
+    def _everything(self, scores: NDArray[np.float64] | None = None) -> KeywordHits:
+        """Every match scored, as keyword.combine scores them (one bincount, the same sums); from
+        ``scores``, every row's, when they are at hand."""
         if self._full is None:
-            scores = self._every_row()
+            scores = self._every_row() if scores is None else scores
             matched = np.flatnonzero(scores > 0)
             self._full = KeywordHits(self._ids[matched], scores[matched])
         return self._full
@@ -266,11 +273,17 @@ class RankedMatches:
         return self._best(*found, k)
 
     def _counted(self, k: int, threshold: float) -> list[tuple[int, float]]:
-        """The best ``k`` with every row added up. With a ``threshold`` (> 0: a k-th score block-max
-        found already) only the rows at or above it are sorted; else every match, as KeywordHits sorts them."""
-        if threshold <= 0:
-            return self._everything().top(k)
+        """The best ``k`` with every row added up, sorting only the rows at or above a lower bound
+        of the k-th score: ``threshold`` (> 0: a k-th score block-max found already), or else the
+        k-th highest of the maxima of :data:`BOUND_ROWS`-row blocks (k blocks each hold a row that
+        high). Too few blocks for that: every match, as KeywordHits sorts them."""
         scores = self._every_row()
+        blocks = len(scores) // BOUND_ROWS
+        if threshold <= 0 and blocks > k:
+            tops = scores[: blocks * BOUND_ROWS].reshape(blocks, BOUND_ROWS).max(axis=1)
+            threshold = float(np.partition(tops, blocks - k)[blocks - k])
+        if threshold <= 0:
+            return self._everything(scores).top(k)
         rows = np.flatnonzero(scores >= threshold)
         return self._best(rows, scores[rows], k)
 

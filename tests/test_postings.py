@@ -150,6 +150,12 @@ def test_adding_everything_up_sorts_only_the_rows_its_block_bound_keeps(
     for k in (n // 4, n + 10):  # more than the blocks: every match sorted, as KeywordHits sorts them
         assert RankedMatches(ids, lists, allowed).top(k) == full.top(k)
     assert sorted_rows and max(sorted_rows) < len(full.ids)  # the bound left rows out
+    some = [*rng.choice(ids, 300).tolist(), 7]
+    matches = RankedMatches(ids, lists, allowed)
+    assert matches.scores_of(some) == full.scores_of(some)  # looked up in each list
+    matches.top(10)
+    assert matches._every is not None
+    assert matches.scores_of(some) == full.scores_of(some)  # read from every row's sum
 
 
 def test_an_exhausted_list_answers_deeper_asks_and_nothing_matches_nothing() -> None:

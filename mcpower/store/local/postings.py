@@ -192,6 +192,7 @@ class RankedMatches:
         self._top: list[tuple[int, float]] | None = None
         self._top_k = 0
         self._full: KeywordHits | None = None
+        self._every: NDArray[np.float64] | None = None  # every row's BM25, once added up
 
     # -- KeywordMatches
 
@@ -215,7 +216,9 @@ class RankedMatches:
         if self._allowed is not None:
             keep = _members(rows, self._allowed)
             rows, wanted = rows[keep], wanted[keep]
-        scores = self._scores(rows)
+        # The same sums either way: the rows' scores once every posting was added up, else a lookup
+        # of each row in each list.
+        scores = self._every[rows] if self._every is not None else self._scores(rows)
         hit = scores > 0
         return dict(zip(wanted[hit].tolist(), scores[hit].tolist()))
 
@@ -232,17 +235,19 @@ class RankedMatches:
     def __len__(self) -> int:
         return len(self._everything())
 
-    def _everything(self, scores: NDArray[np.float64] | None = None) -> KeywordHits:
-        """Every match scored, as keyword.combine scores them (one bincount, the same sums); from
-        ``scores``, every row's, when they are at hand."""
+    def _everything(self) -> KeywordHits:
+        """Every match scored, as keyword.combine scores them (one bincount, the same sums)."""
         if self._full is None:
-            scores = self._every_row() if scores is None else scores
+            scores = self._every_row()
             matched = np.flatnonzero(scores > 0)
             self._full = KeywordHits(self._ids[matched], scores[matched])
         return self._full
 
     def _every_row(self) -> NDArray[np.float64]:
-        """The BM25 of every row (0.0 where nothing matched or the filter says no), summed as keyword.combine sums."""
+        """The BM25 of every row (0.0 where nothing matched or the filter says no), summed as
+        keyword.combine sums; added up once, then kept (scores_of reads it)."""
+        if self._every is not None:
+            return self._every
         if not self._lists:
             return np.zeros(len(self._ids), dtype=np.float64)
         rows = np.concatenate([p.rows for p in self._lists])
@@ -252,6 +257,7 @@ class RankedMatches:
             mask = np.zeros(len(self._ids), dtype=bool)
             mask[self._allowed] = True
             scores[~mask] = 0.0
+        self._every = scores
         return scores
 
     # -- scoring
@@ -283,7 +289,7 @@ class RankedMatches:
             tops = scores[: blocks * BOUND_ROWS].reshape(blocks, BOUND_ROWS).max(axis=1)
             threshold = float(np.partition(tops, blocks - k)[blocks - k])
         if threshold <= 0:
-            return self._everything(scores).top(k)
+            return self._everything().top(k)
         rows = np.flatnonzero(scores >= threshold)
         return self._best(rows, scores[rows], k)
 

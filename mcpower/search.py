@@ -235,6 +235,7 @@ class _Sides:
     qvec: NDArray[np.float32] | None = None
     fused: dict[int, list[tuple[int, float]]] = field(default_factory=dict)  # by candidates per side
     hits: dict[int, ChunkHit] = field(default_factory=dict)
+    vectors: dict[int, NDArray[np.float32]] = field(default_factory=dict)  # candidates' stored vectors
 
 
 def _search_store(
@@ -261,7 +262,7 @@ def _search_store(
         # Neither side needs the other before fusion: the query is embedded and its vector searched
         # while the keyword side runs (meanwhile.py).
         (sides.matches, top), (sides.qvec, nearest) = both(
-            partial(_keyword, store, q, where, depth), partial(_semantic, registry, store, q, where, depth)
+            partial(_keyword, store, q, where, depth, sides), partial(_semantic, registry, store, q, where, depth)
         )
     else:
         if sides.matches is None and mode != "semantic":
@@ -277,8 +278,13 @@ def _search_store(
         if matches is not None:
             # Score every candidate on both sides, so fusion never guesses a missing score.
             missing = [i for i in bm25s if i not in cosines]
+            unread = [i for i in missing if i not in sides.vectors]
+            if unread:
+                sides.vectors.update(zip(unread, store.vectors(unread)))
             if missing:
-                vecs = store.vectors(missing)
+                import numpy as np  # loaded already, by the store
+
+                vecs = np.stack([sides.vectors[i] for i in missing])
                 cosines.update(zip(missing, (vecs @ qvec).tolist()))
             bm25s.update(matches.scores_of(cosines))
     weights = _semantic_weights(store, sides, q, list(cosines.keys() | bm25s.keys())) if mode == "hybrid" else None
@@ -288,11 +294,18 @@ def _search_store(
 
 
 def _keyword(
-    store: Store, q: str, where: SearchFilters | None, depth: int
+    store: Store, q: str, where: SearchFilters | None, depth: int, sides: _Sides
 ) -> tuple[KeywordMatches, list[tuple[int, float]]]:
-    """The keyword side's matches, and their top ``depth``."""
+    """The keyword side's matches, and their top ``depth``; run while the query is embedded, so it
+    also reads what fusion and ranking will ask of those candidates (into ``sides``): their vectors
+    (the ones the vector side does not find are scored with them) and their places."""
     matches = store.keyword(q, where)
-    return matches, matches.top(depth)
+    top = matches.top(depth)
+    ids = [i for i, _ in top]
+    if ids:
+        sides.vectors.update(zip(ids, store.vectors(ids)))
+        sides.hits.update(store.chunks(ids, text=False))
+    return matches, top
 
 
 def _semantic(

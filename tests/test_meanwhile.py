@@ -163,3 +163,34 @@ def test_a_keyword_side_failing_fails_the_search_as_before(
     monkeypatch.setattr(LocalStore, "keyword", damaged)
     with pytest.raises(DatasetUnavailableError, match="run mcpower validate"):
         search(registry, "quokka", dataset="docs", mode="hybrid")
+
+
+def test_the_keyword_candidates_vectors_are_read_while_the_query_is_embedded_and_once(
+    ingested: tuple[Path, Registry], fake_embedder: FakeEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, registry = ingested
+    reads: list[tuple[int, list[int]]] = []
+    embedded: list[int] = []
+    read = threading.Event()
+    real_vectors, embed = LocalStore.vectors, fake_embedder.embed_query
+
+    def vectors(self: LocalStore, ids):  # type: ignore[no-untyped-def]
+        reads.append((threading.get_ident(), list(ids)))
+        read.set()
+        return real_vectors(self, ids)
+
+    def recorded(text: str):  # type: ignore[no-untyped-def]
+        embedded.append(threading.get_ident())
+        # The query is embedded only once the keyword side has read its candidates' vectors: they
+        # are read while it is embedded, not after.
+        assert read.wait(PATIENCE), "the keyword candidates' vectors were not read beside the model"
+        return embed(text)
+
+    monkeypatch.setattr(LocalStore, "vectors", vectors)
+    monkeypatch.setattr(fake_embedder, "embed_query", recorded)
+    # Grouping asks deeper when the first candidates fall into few passages: a search of several steps.
+    found = search(registry, "install the quokka guide", dataset="docs", mode="hybrid", top_k=8)
+    assert found.results
+    assert reads and reads[0][0] == threading.get_ident() != embedded[0]  # on the search's thread, beside the model
+    every = [i for _, ids in reads for i in ids]
+    assert len(every) == len(set(every))  # no chunk's vector read twice in one search

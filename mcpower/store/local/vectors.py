@@ -196,19 +196,20 @@ class VectorSide:
         with one_omp_thread(faiss):
             scores, found = self.index.search(q, wanted, params=params)
         if self.floats is None:
-            return _clean(found[0].tolist(), scores[0])
+            return _clean(found[0], scores[0])
         candidates = found[0][found[0] >= 0]
         return self._exact(candidates, q[0], k)
 
     def _exact(self, ids: NDArray[np.int64], q: NDArray[np.float32], k: int) -> list[tuple[int, float]]:
         sims = self.vectors(ids.tolist()) @ q
         order = np.argsort(-sims, kind="stable")[:k]
-        return _clean(ids[order].tolist(), sims[order])
+        return _clean(ids[order], sims[order])
 
 
-def _clean(ids: Sequence[int], scores: NDArray[np.float32]) -> list[tuple[int, float]]:
+def _clean(ids: NDArray[np.int64], scores: NDArray[np.float32]) -> list[tuple[int, float]]:
     # FAISS pads with -1 and a damaged index could return anything: keep finite scores only.
-    return [(int(i), float(s)) for i, s in zip(ids, scores) if i >= 0 and np.isfinite(s)]
+    keep = (ids >= 0) & np.isfinite(scores)
+    return list(zip(ids[keep].tolist(), scores[keep].tolist()))
 
 
 @contextmanager

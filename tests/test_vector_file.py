@@ -99,17 +99,20 @@ def test_answers_equal_an_exact_index(root: Path, mode: str) -> None:
         registry.close()
 
 
-# (bytes a read may take, rows that make a run long): the defaults, then small enough that reads are
-# split into many batches and runs are cut, long runs read alone among short ones.
-@pytest.mark.parametrize(("max_read", "long_run"), [(None, None), (32 * 7, 3)])
+# (bytes a read may take, rows that make a run long, rows read one call each): the defaults; then
+# every read by runs; then small enough that reads are split into many batches and runs are cut,
+# long runs read alone among short ones.
+@pytest.mark.parametrize(("max_read", "long_run", "few"), [(None, None, None), (None, None, 0), (32 * 7, 3, 0)])
 def test_rows_are_read_in_any_order_adjacent_or_not(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, max_read: int | None, long_run: int | None
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, max_read: int | None, long_run: int | None, few: int | None
 ) -> None:
     from mcpower.store.local import vectors
 
     if max_read is not None:
         monkeypatch.setattr(vectors, "_MAX_READ", max_read)
         monkeypatch.setattr(vectors, "_LONG_RUN", long_run)
+    if few is not None:
+        monkeypatch.setattr(vectors, "_FEW_ROWS", few)
     rng = np.random.default_rng(1)
     vecs = rng.standard_normal((300, 8)).astype(np.float32)
     write_vector_file(tmp_path / "v.f32", (vecs[s : s + 64] for s in range(0, 300, 64)))
@@ -121,6 +124,26 @@ def test_rows_are_read_in_any_order_adjacent_or_not(
             assert np.array_equal(got, vecs[rows].reshape(-1, 8))
         with pytest.raises(ValueError, match="outside"):
             floats.read(np.asarray([300], dtype=np.int64))
+    finally:
+        floats.close()
+
+
+@pytest.mark.parametrize("few", [256, 0])
+def test_a_vectors_file_cut_short_after_loading_is_an_error_not_garbage(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, few: int
+) -> None:
+    from mcpower.store.local import vectors
+
+    monkeypatch.setattr(vectors, "_FEW_ROWS", few)  # rows read one call each, or by runs
+    rng = np.random.default_rng(2)
+    vecs = rng.standard_normal((50, 8)).astype(np.float32)
+    write_vector_file(tmp_path / "v.f32", [vecs])
+    floats = VectorFile(os.open(tmp_path / "v.f32", os.O_RDONLY), 50, 8)
+    try:
+        os.truncate(tmp_path / "v.f32", 40 * 8 * 4)  # changed under the reader: the last 10 rows gone
+        assert np.array_equal(floats.read(np.asarray([3, 1], dtype=np.int64)), vecs[[3, 1]])
+        with pytest.raises(ValueError, match="changed while it was read"):
+            floats.read(np.asarray([3, 45], dtype=np.int64))
     finally:
         floats.close()
 

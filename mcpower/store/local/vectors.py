@@ -10,7 +10,8 @@ scoring or re-ingest comes from here too.
 Rows are read with ``pread`` into a fresh array, never memory-mapped: the file's pages stay in the
 page cache, shared and reclaimable, and out of the server's resident memory, which a mapping touched
 by every search would otherwise grow towards the file's size. Adjacent rows are read in one call
-(a filter's chunks are mostly runs of one document's rows).
+(a filter's chunks are mostly runs of one document's rows); a search's hundred or so scattered
+candidates are read one ``preadv`` each, straight into the array returned.
 """
 
 from __future__ import annotations
@@ -36,6 +37,10 @@ _MAX_READ = 4 << 20
 _GAP = 4
 # A run of this many rows or more is read on its own, with no copy to join it to others.
 _LONG_RUN = 64
+# Up to this many rows (a search's ~100 candidates, scattered) are read one call each, straight into
+# the array returned: finding runs among so few costs more than it saves (100 rows of 384
+# dimensions: 0.25 against 1.07 ms).
+_FEW_ROWS = 256
 
 
 class VectorFile:
@@ -69,6 +74,12 @@ class VectorFile:
             return out
         if rows.min() < 0 or rows.max() >= self.rows:
             raise ValueError("a vector row outside the file")
+        if len(rows) <= _FEW_ROWS and hasattr(os, "preadv"):  # a search's candidates: each row read into its place
+            rb = self._row_bytes
+            for at, row in enumerate(rows.tolist()):
+                if os.preadv(self.fd, [out[at].data], row * rb) != rb:
+                    raise ValueError("the vectors file changed while it was read")
+            return out
         order = np.argsort(rows, kind="stable")
         wanted = rows[order]
         rb, most = self._row_bytes, _MAX_READ // self._row_bytes

@@ -10,8 +10,12 @@ same republish (changes.py), never by waiting.
 from __future__ import annotations
 
 import gc
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
+from datetime import datetime, timedelta, timezone
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +31,9 @@ from server_fixtures import ingest_handbook
 
 from mcpower.registry import Registry
 from mcpower.server.app import KnowledgeServer, create_server
-from mcpower.server.auth.callers import scopes_for
+from mcpower.server.auth.callers import caller_of, scopes_for
+from mcpower.server.auth.tokens import NamedToken, digest, new_secret, write_tokens
+from mcpower.server.auth.verifiers import DIGEST_CLAIM, NamedTokenVerifier, judge_again
 from mcpower.server.updates import MAX_PER_SESSION
 from mcpower.watch.watcher import WatchEvent
 
@@ -160,3 +166,77 @@ async def test_a_listen_stream_hears_of_its_documents_within_its_token(registry:
                 first, second = await stream.__anext__(), await stream.__anext__()
             assert (type(first).__name__, getattr(first, "uri", None)) == ("ResourceUpdated", USAGE)
             assert type(second).__name__ == "ResourcesListChanged"
+
+
+def subscribers(server: KnowledgeServer) -> list[str]:
+    """The callers with a subscription in some session, by name."""
+    assert server.changes.updates is not None
+    return sorted(s.caller.name for mine in server.changes.updates.sessions.values() for s in mine.values())
+
+
+async def test_a_subscriber_whose_token_no_longer_stands_hears_nothing_more(registry: Registry, datasets: Path) -> None:
+    """Each update is sent as the subscriber's token stands now (http.py judges it again: revoked,
+    expired, edited): a revoked token's subscriptions end; a token narrowed to other datasets hears
+    nothing of these until it may read them again."""
+    server, root = create_server(registry), datasets.parent
+    assert server.changes.updates is not None
+    now: dict[str, AccessToken | None] = {}
+    server.changes.updates.judge = lambda access: now.get(access.client_id, access)
+    alice, bob = Inbox(), Inbox()
+    with as_caller("alice", ["handbook"]):
+        async with Client(server, mode="legacy", message_handler=alice) as a:
+            for uri in (USAGE, INSTALL):  # in alice's block: the in-memory client's requests carry its caller
+                await a.subscribe_resource(uri)
+            with as_caller("bob", ["handbook"]):
+                async with Client(server, mode="legacy", message_handler=bob) as b:
+                    await b.subscribe_resource(USAGE)
+                    assert subscribers(server) == ["alice", "alice", "bob"]
+                    now["alice"] = None  # revoked
+                    await republish(
+                        server, root, {"guide/usage.md": "# Usage\n\nKazoos.\n", "guide/install.md": "# I\n"}
+                    )
+                    await alice.next_change()
+                    await bob.next_change()
+                    assert (alice.updated, bob.updated) == ([], [USAGE])
+                    assert subscribers(server) == ["bob"]  # alice's ended, both of them
+
+                    bob.updated.clear()
+                    now["bob"] = AccessToken(token="x", client_id="bob", scopes=scopes_for(["recipes"]))
+                    await republish(server, root, {"guide/usage.md": "# Usage\n\nTubas.\n"})
+                    await bob.next_change()
+                    assert bob.updated == [] and subscribers(server) == ["bob"]  # narrowed: kept, not told
+
+                    del now["bob"]  # handbook's again
+                    await republish(server, root, {"guide/usage.md": "# Usage\n\nHarps.\n"})
+                    await bob.next_change()
+                    assert bob.updated == [USAGE] and alice.updated == []
+
+
+async def test_a_named_token_is_judged_again_from_its_digest_and_others_by_their_expiry(tmp_path: Path) -> None:
+    path, secret, made = tmp_path / "tokens.json", new_secret(), datetime.now(timezone.utc)
+    alice = NamedToken("alice", digest(secret), ("handbook",), made)
+    write_tokens(path, [alice])
+    verifier = NamedTokenVerifier(path)
+    access = await verifier.verify_token(secret)
+    assert access is not None and secret not in access.model_dump_json()  # its digest only, never the secret
+    judge = partial(judge_again, verifier, time.time)
+
+    def patterns() -> tuple[str, ...] | None:
+        judged = judge(access)
+        return None if judged is None else caller_of(judged).patterns
+
+    assert patterns() == ("handbook",)
+    write_tokens(path, [replace(alice, datasets=("recipes",))])
+    assert patterns() == ("recipes",)  # edited: what the file says now
+    write_tokens(path, [replace(alice, sha256=digest(new_secret()))])
+    assert patterns() is None  # the name given a new secret: the old one stays out
+    write_tokens(path, [replace(alice, expires=made - timedelta(minutes=1))])
+    assert patterns() is None  # expired
+    write_tokens(path, [])
+    assert patterns() is None  # revoked
+    forged = access.model_copy(update={"claims": {DIGEST_CLAIM: "not hex"}})
+    assert judge(forged) is None
+
+    soon = AccessToken(token="jwt", client_id="oauth:ann", scopes=["mcpower:read"], expires_at=int(time.time()) + 600)
+    assert judge(soon) is soon  # an OAuth access token: until its expiry
+    assert judge(soon.model_copy(update={"expires_at": int(time.time()) - 1})) is None

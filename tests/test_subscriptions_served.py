@@ -27,6 +27,7 @@ from test_token_traps import token_add
 from watch_fixtures import write_notes
 
 from mcpower.ingestion import IngestOptions, ingest
+from mcpower.server.auth.tokens import read_tokens, write_tokens
 
 pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
 
@@ -145,9 +146,10 @@ def served(source: Path, secret: None, datasets_dir: Path, tmp_path: Path) -> It
 
 @pytest.mark.slow  # a second server process: ~5 s
 def test_serve_http_watch_tells_each_session_of_its_own_subscriptions_within_its_token(
-    served: tuple[HttpServer, str], source: Path
+    served: tuple[HttpServer, str], source: Path, tmp_path: Path
 ) -> None:
     server, alice = served
+    tokens = tmp_path / "tokens.json"
     server.wait_event("watch.watching", timeout=DEADLINE)
 
     async def main() -> None:
@@ -176,7 +178,17 @@ def test_serve_http_watch_tells_each_session_of_its_own_subscriptions_within_its
             await anyio.to_thread.run_sync(edit)
             with anyio.fail_after(DEADLINE):
                 await mine.got.wait()
+                await mine.changed.wait()
                 await other.changed.wait()  # told the list changed, after any update of that republish
             assert set(mine.updated) == {TODO} and other.updated == []
+
+            # alice's token revoked while her session is open: the next change is not hers to hear
+            mine.changed = anyio.Event()
+            write_tokens(tokens, [t for t in read_tokens(tokens) if t.name != "alice"])
+            (source / "todo.txt").write_text("Tune the kazoo.\n")
+            await anyio.to_thread.run_sync(lambda: server.wait_event("resources.subscriptions_ended", DEADLINE))
+            with anyio.fail_after(DEADLINE):
+                await mine.changed.wait()
+            assert mine.updated == [TODO]
 
     anyio.run(main)

@@ -51,7 +51,7 @@ from mcpower.server.auth.attempts import FailedAttempts
 from mcpower.server.auth.callers import LOCAL, METRICS_SCOPE, OPERATOR, caller_from_scope, caller_of, visible
 from mcpower.server.auth.gate import BODY_TIMEOUT_S, Admitted, Gate
 from mcpower.server.auth.ratelimit import RateLimit, RateLimits
-from mcpower.server.auth.verifiers import NamedTokenVerifier, one_verifier
+from mcpower.server.auth.verifiers import NamedTokenVerifier, judge_again, one_verifier
 from mcpower.server.connections import DRAIN_TIMEOUT_S, HEADER_TIMEOUT_S, MAX_CONNECTIONS, GuardedH11Protocol
 from mcpower.server.limits import TimeLimit
 from mcpower.server.listening import MCP_PATH, ListeningServer, bind, mcp_url, uvicorn_config
@@ -199,6 +199,8 @@ def create_http_app(
     audit = AuditLog(options.audit_queries, observer=metrics.tool_call if metrics is not None else None)
     server = create_server(registry, tool_names, threads=options.threads, audit=audit)
     server.middleware.append(TimeLimit(options.call_timeout))
+    if verifier is not None and server.changes.updates is not None:  # a revoked token's subscriptions end
+        server.changes.updates.judge = partial(judge_again, verifier, options.clock)
 
     async def healthz(request: Request) -> Response:
         # Liveness for anyone who passed the Host/Origin checks; what is served, with the token only.

@@ -7,7 +7,12 @@ Two doors, one table. Clients of the 2025 protocol revisions call ``resources/su
 name the documents in a ``subscriptions/listen`` request (per stream: they end with the stream), and
 hear on that stream through the SDK's bus. Either way a caller can subscribe only to a document it
 may read (auth/callers.py), as ``resources/read`` would find it, and at most
-:data:`MAX_PER_SESSION` of them on one session or stream.
+:data:`MAX_PER_SESSION` of them on one session or stream. A session's subscription keeps the token
+it was made with, judged again before each update (``Updates.judge``, set by http.py:
+verifiers.judge_again): a token revoked or expired since ends that session's subscriptions made
+with it, and one edited to other datasets hears only of what it may read now. A listen stream is
+checked when it opens only (the SDK's bus sends to it): one already open hears its documents' URIs
+until it reconnects.
 
 What changed is decided from the text a client would read: the sha256 of each subscribed document's
 stored text is kept, and compared when its dataset is republished (only the subscribed documents of
@@ -23,16 +28,19 @@ import threading
 import weakref
 from collections import Counter
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
+from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.auth.provider import AccessToken
 from mcp.server.subscriptions import ResourceUpdated, SubscriptionBus
 from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS, EmptyResult, SubscribeRequestParams, UnsubscribeRequestParams
 
 from mcpower.errors import McpowerError
 from mcpower.registry import Registry
-from mcpower.server.auth.callers import Caller, allowed, current_caller, visible
+from mcpower.server.auth.callers import Caller, allowed, caller_of, current_caller, visible
 from mcpower.server.documents import URI_SCHEME
 from mcpower.server.middleware import MAX_RESOURCE_URI_CHARS
 
@@ -45,6 +53,17 @@ _PREFIX = f"{URI_SCHEME}://"
 _GONE = "gone"  # the fingerprint of a document that is not there (a sha256 is 64 hex digits)
 
 Run = Callable[[Callable[[], Any]], Awaitable[Any]]
+# What a subscriber's access token stands for now (None: revoked, expired): http.py's, from its verifier.
+Judge = Callable[[AccessToken], AccessToken | None]
+
+
+@dataclass(frozen=True)
+class Subscriber:
+    """Who subscribed to a document in a session: the caller, and the token it came with (None:
+    no token, as over stdio), judged again before each update is sent."""
+
+    caller: Caller
+    access: AccessToken | None
 
 
 def parse_uri(uri: str) -> tuple[str, str] | None:
@@ -75,8 +94,10 @@ class Updates:
         self.run = run  # the server's worker threads: reading a document is blocking work
         self.bus = bus
         self.lock = threading.Lock()
-        # A session's connection -> {uri: the caller that subscribed}; a closed session is forgotten.
-        self.sessions: weakref.WeakKeyDictionary[Any, dict[str, Caller]] = weakref.WeakKeyDictionary()
+        # A session's connection -> {uri: who subscribed}; a closed session is forgotten.
+        self.sessions: weakref.WeakKeyDictionary[Any, dict[str, Subscriber]] = weakref.WeakKeyDictionary()
+        # Set by http.py when callers bring tokens: a subscriber whose token no longer stands hears nothing more.
+        self.judge: Judge | None = None
         self.listening: Counter[str] = Counter()  # the URIs of open listen streams, counted per stream
         self.known: dict[str, str] = {}  # uri -> fingerprint of its text when last seen
 
@@ -84,7 +105,8 @@ class Updates:
 
     async def subscribe(self, ctx: Any, params: SubscribeRequestParams) -> EmptyResult:
         uri, connection = str(params.uri), self._connection(ctx)
-        caller = current_caller()
+        access = get_access_token()
+        caller = caller_of(access)
         seen = await self._check(uri, caller)
         with self.lock:
             mine = self.sessions.setdefault(connection, {})
@@ -95,7 +117,7 @@ class Updates:
                     "unsubscribe from one first (resources/unsubscribe)",
                 )
             self._remember(uri, seen)
-            mine[uri] = caller
+            mine[uri] = Subscriber(caller, access)
         logger.info("resources.subscribed", extra={"event": "resources.subscribed", "uri": uri[:200]})
         return EmptyResult()
 
@@ -153,6 +175,24 @@ class Updates:
                             del self.listening[uri]
 
         return listen
+
+    def _caller_now(self, connection: Any, subscriber: Subscriber) -> Caller | None:
+        """The caller ``subscriber`` stands for now, its token judged again; None when the token no
+        longer stands (revoked, expired): then every subscription made with it in this session ends."""
+        if self.judge is None or subscriber.access is None:
+            return subscriber.caller
+        access = self.judge(subscriber.access)
+        if access is not None:
+            return caller_of(access)
+        with self.lock:
+            mine = self.sessions.get(connection, {})
+            for uri in [u for u, s in mine.items() if s.access is subscriber.access]:
+                del mine[uri]
+        logger.info(
+            "resources.subscriptions_ended: the token they were made with no longer stands",
+            extra={"event": "resources.subscriptions_ended", "caller": subscriber.caller.name[:64]},
+        )
+        return None
 
     # ------------------------------------------------------------ both
 
@@ -219,10 +259,16 @@ class Updates:
         with self.lock:
             sessions = [(connection, dict(mine)) for connection, mine in self.sessions.items()]
         for connection, mine in sessions:
+            now: dict[int, Caller | None] = {}  # each subscriber's token judged once a send
             for uri in changed:
                 parts = parse_uri(uri)
-                caller = mine.get(uri)
-                if caller is None or parts is None or not allowed(caller, parts[0]):
+                subscriber = mine.get(uri)
+                if subscriber is None or parts is None:
+                    continue
+                if id(subscriber.access) not in now:
+                    now[id(subscriber.access)] = self._caller_now(connection, subscriber)
+                caller = now[id(subscriber.access)]
+                if caller is None or not allowed(caller, parts[0]):
                     continue
                 try:
                     await asyncio.wait_for(connection.send_resource_updated(uri), SEND_TIMEOUT_S)

@@ -19,7 +19,7 @@ import hmac
 import logging
 import os
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -78,6 +78,10 @@ class DigestChecker(Protocol):
     def check_digest(self, offered: bytes) -> Verdict | None: ...
 
 
+# The claim of a named token's AccessToken that holds its SHA-256 (hex).
+DIGEST_CLAIM = "mcpower_sha256"
+
+
 def token_digest(token: str) -> bytes:
     """The SHA-256 every verifier compares (any text a client sends hashes without error)."""
     return hashlib.sha256(token.encode("utf-8", "surrogateescape")).digest()
@@ -90,6 +94,25 @@ async def check(verifier: TokenVerifier, token: str) -> Verdict:
         return await verifier.check(token)
     found = await verifier.verify_token(token)
     return found if found is not None else Refusal("unknown_token")
+
+
+def judge_again(verifier: TokenVerifier, clock: Callable[[], float], access: AccessToken) -> AccessToken | None:
+    """What ``access`` (a request's, kept past it: a subscription) stands for now (``clock``: wall-clock
+    seconds): a named token judged again from its digest (revoked, expired or edited to other
+    datasets shows at once), any other until its ``expires_at`` (an OAuth access token: only its
+    issuer can revoke it; the single ``MCPOWER_TOKEN``, which is fixed while the server runs); None
+    when it no longer stands."""
+    if access.expires_at is not None and access.expires_at <= clock():
+        return None
+    digest = (access.claims or {}).get(DIGEST_CLAIM)
+    if not isinstance(digest, str):
+        return access
+    try:
+        offered = bytes.fromhex(digest)
+    except ValueError:
+        return None
+    verdict = check_digest(verifier, offered)
+    return verdict if isinstance(verdict, AccessToken) else None
 
 
 def check_digest(verifier: TokenVerifier, offered: bytes) -> Verdict | None:
@@ -202,6 +225,9 @@ class NamedTokenVerifier:
             client_id=found.name,
             scopes=scopes_for(found.datasets, found.metrics),
             expires_at=int(found.expires.timestamp()) if found.expires else None,
+            # Its digest, as the tokens file holds it (it grants nothing): what outlives the request
+            # (a subscription) is judged again from it (judge_again).
+            claims={DIGEST_CLAIM: offered.hex()},
         )
 
 

@@ -240,3 +240,35 @@ async def test_a_named_token_is_judged_again_from_its_digest_and_others_by_their
     soon = AccessToken(token="jwt", client_id="oauth:ann", scopes=["mcpower:read"], expires_at=int(time.time()) + 600)
     assert judge(soon) is soon  # an OAuth access token: until its expiry
     assert judge(soon.model_copy(update={"expires_at": int(time.time()) - 1})) is None
+
+
+@pytest.mark.parametrize("now", ["revoked", "narrowed", "standing"])
+async def test_a_listen_stream_whose_token_no_longer_stands_is_ended(
+    registry: Registry, datasets: Path, now: str
+) -> None:
+    """The SDK's bus sends to every open listen stream whose filter names the document: a stream
+    whose token was revoked, or no longer reads its documents' datasets, is ended before the update
+    goes out (the client is told the stream ended, as on a deliberate close); one whose token still
+    stands hears it."""
+    server = create_server(registry)
+    assert server.changes.updates is not None
+    verdicts: dict[str, AccessToken | None] = {}
+    server.changes.updates.judge = lambda access: verdicts.get(access.client_id, access)
+    heard: list[str] = []
+    with as_caller("alice", ["handbook"]):
+        async with (
+            Client(server, mode="auto") as c,
+            c.listen(resources_list_changed=True, resource_subscriptions=[USAGE]) as stream,
+        ):
+            assert len(server.changes.updates.streams) == 1
+            if now != "standing":
+                narrowed = AccessToken(token="x", client_id="alice", scopes=scopes_for(["recipes"]))
+                verdicts["alice"] = None if now == "revoked" else narrowed
+            await republish(server, datasets.parent, {"guide/usage.md": "# Usage\n\nCastanets.\n"})
+            with anyio.fail_after(30):
+                async for event in stream:  # ends without the update, or hears it
+                    heard.append(type(event).__name__)
+                    if heard[-1] == "ResourceUpdated":
+                        break
+            assert ("ResourceUpdated" in heard) == (now == "standing")
+    assert not server.changes.updates.streams

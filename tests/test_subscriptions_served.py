@@ -156,7 +156,27 @@ def test_serve_http_watch_tells_each_session_of_its_own_subscriptions_within_its
         mine, other = Heard(), Heard()
         h1, c1 = http_client(server.url, alice, mine)
         h2, c2 = http_client(server.url, TOKEN, other)
-        async with h1, h2, c1 as subscriber, c2 as bystander:
+        h3 = httpx2.AsyncClient(headers={"Authorization": f"Bearer {alice}"}, timeout=httpx2.Timeout(30, read=60))
+        streamed: list[str] = []
+        stream_heard, stream_ended = anyio.Event(), anyio.Event()
+
+        async def follow(stream: Any) -> None:  # alice's listen stream (2026-07-28), heard until it ends
+            async for event in stream:
+                streamed.append(type(event).__name__)
+                stream_heard.set()
+            stream_ended.set()
+
+        async with (
+            h1,
+            h2,
+            h3,
+            c1 as subscriber,
+            c2 as bystander,
+            Client(streamable_http_client(server.url, http_client=h3), mode="auto") as modern,
+            modern.listen(resource_subscriptions=[TODO]) as stream,
+            anyio.create_task_group() as tasks,
+        ):
+            tasks.start_soon(follow, stream)
             assert subscriber.server_capabilities.resources is not None
             assert subscriber.server_capabilities.resources.subscribe is True
             await subscriber.subscribe_resource(TODO)
@@ -181,14 +201,18 @@ def test_serve_http_watch_tells_each_session_of_its_own_subscriptions_within_its
                 await mine.changed.wait()
                 await other.changed.wait()  # told the list changed, after any update of that republish
             assert set(mine.updated) == {TODO} and other.updated == []
+            with anyio.fail_after(DEADLINE):
+                await stream_heard.wait()
 
-            # alice's token revoked while her session is open: the next change is not hers to hear
+            # alice's token revoked while her session and stream are open: the next change is not hers
             mine.changed = anyio.Event()
             write_tokens(tokens, [t for t in read_tokens(tokens) if t.name != "alice"])
             (source / "todo.txt").write_text("Tune the kazoo.\n")
             await anyio.to_thread.run_sync(lambda: server.wait_event("resources.subscriptions_ended", DEADLINE))
             with anyio.fail_after(DEADLINE):
                 await mine.changed.wait()
-            assert mine.updated == [TODO]
+                await stream_ended.wait()  # ended, as on a deliberate close
+            assert mine.updated == [TODO] and streamed == ["ResourceUpdated"]
+            assert server.wait_event("resources.stream_ended")["caller"] == "alice"
 
     anyio.run(main)

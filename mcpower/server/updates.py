@@ -10,9 +10,10 @@ may read (auth/callers.py), as ``resources/read`` would find it, and at most
 :data:`MAX_PER_SESSION` of them on one session or stream. A session's subscription keeps the token
 it was made with, judged again before each update (``Updates.judge``, set by http.py:
 verifiers.judge_again): a token revoked or expired since ends that session's subscriptions made
-with it, and one edited to other datasets hears only of what it may read now. A listen stream is
-checked when it opens only (the SDK's bus sends to it): one already open hears its documents' URIs
-until it reconnects.
+with it, and one edited to other datasets hears only of what it may read now. The SDK's bus sends
+to every listen stream whose filter names a document, so before an update is published a stream
+whose token no longer stands, or no longer reads every dataset of its documents, is ended (as the
+SDK ends one on purpose); listening again meets the token's checks as they are now.
 
 What changed is decided from the text a client would read: the sha256 of each subscribed document's
 stored text is kept, and compared when its dataset is republished (only the subscribed documents of
@@ -32,15 +33,18 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
+import anyio
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
 from mcp.server.subscriptions import ResourceUpdated, SubscriptionBus
 from mcp.shared.exceptions import MCPError
+from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY
 from mcp.types import INVALID_PARAMS, EmptyResult, SubscribeRequestParams, UnsubscribeRequestParams
+from mcp_types import SubscriptionsListenResult
 
 from mcpower.errors import McpowerError
 from mcpower.registry import Registry
-from mcpower.server.auth.callers import Caller, allowed, caller_of, current_caller, visible
+from mcpower.server.auth.callers import Caller, allowed, caller_of, visible
 from mcpower.server.documents import URI_SCHEME
 from mcpower.server.middleware import MAX_RESOURCE_URI_CHARS
 
@@ -57,6 +61,17 @@ Run = Callable[[Callable[[], Any]], Awaitable[Any]]
 Judge = Callable[[AccessToken], AccessToken | None]
 
 
+@dataclass(frozen=True, eq=False)
+class Stream:
+    """An open ``subscriptions/listen`` stream: who opened it, with which token, the datasets of
+    its documents, and the scope that ends it."""
+
+    caller: Caller
+    access: AccessToken | None
+    datasets: frozenset[str]
+    scope: anyio.CancelScope
+
+
 @dataclass(frozen=True)
 class Subscriber:
     """Who subscribed to a document in a session: the caller, and the token it came with (None:
@@ -64,6 +79,11 @@ class Subscriber:
 
     caller: Caller
     access: AccessToken | None
+
+
+def _dataset_of(uri: str) -> str | None:
+    parts = parse_uri(uri)
+    return parts[0] if parts is not None else None
 
 
 def parse_uri(uri: str) -> tuple[str, str] | None:
@@ -99,6 +119,7 @@ class Updates:
         # Set by http.py when callers bring tokens: a subscriber whose token no longer stands hears nothing more.
         self.judge: Judge | None = None
         self.listening: Counter[str] = Counter()  # the URIs of open listen streams, counted per stream
+        self.streams: set[Stream] = set()  # the open listen streams
         self.known: dict[str, str] = {}  # uri -> fingerprint of its text when last seen
 
     # ------------------------------------------------------------ resources/subscribe (up to 2025-11-25)
@@ -154,7 +175,8 @@ class Updates:
                     INVALID_PARAMS,
                     f"{len(wanted)} resource subscriptions on one stream; at most {MAX_PER_SESSION}",
                 )
-            caller, kept = current_caller(), []
+            access = get_access_token()
+            caller, kept = caller_of(access), []
             for uri in dict.fromkeys(wanted):
                 try:
                     seen = await self._check(uri, caller)
@@ -165,16 +187,44 @@ class Updates:
                     continue  # not honoured: the acknowledgement leaves it out
                 kept.append(uri)
             honoured = params.notifications.model_copy(update={"resource_subscriptions": kept or None})
+            stream = Stream(
+                caller, access, frozenset(d for uri in kept if (d := _dataset_of(uri))), anyio.CancelScope()
+            )
             try:
-                return await handler(ctx, params.model_copy(update={"notifications": honoured}))
+                with stream.scope:
+                    with self.lock:
+                        self.streams.add(stream)
+                    return await handler(ctx, params.model_copy(update={"notifications": honoured}))
+                # Ended by send(): its token no longer stands. Closed as the SDK closes a stream on purpose.
+                return SubscriptionsListenResult(_meta={SUBSCRIPTION_ID_META_KEY: ctx.request_id})
             finally:
                 with self.lock:
+                    self.streams.discard(stream)
                     self.listening.subtract(kept)
                     for uri in kept:
                         if self.listening[uri] <= 0:
                             del self.listening[uri]
 
         return listen
+
+    def _end_streams_gone_stale(self) -> None:
+        """End the listen streams whose token no longer stands, or no longer reads every dataset
+        their documents are in (the SDK's bus cannot be told to leave a stream out): the client is
+        told the stream ended, and listening again meets the token's checks as they are now."""
+        if self.judge is None:
+            return
+        with self.lock:
+            streams = list(self.streams)
+        for stream in streams:
+            if stream.access is None:
+                continue
+            access = self.judge(stream.access)
+            if access is None or not all(allowed(caller_of(access), d) for d in stream.datasets):
+                stream.scope.cancel()
+                logger.info(
+                    "resources.stream_ended: the token it was opened with no longer stands as it did",
+                    extra={"event": "resources.stream_ended", "caller": stream.caller.name[:64]},
+                )
 
     def _caller_now(self, connection: Any, subscriber: Subscriber) -> Caller | None:
         """The caller ``subscriber`` stands for now, its token judged again; None when the token no
@@ -254,6 +304,7 @@ class Updates:
         it whose caller may read it, and to the listen streams (the bus matches their URIs); returns
         how many notifications went to sessions."""
         sent = 0
+        self._end_streams_gone_stale()
         for uri in changed:
             await self.bus.publish(ResourceUpdated(uri=uri))
         with self.lock:

@@ -216,24 +216,28 @@ class Updates:
         with self.lock:
             streams = list(self.streams)
         for stream in streams:
-            if stream.access is None:
-                continue
-            access = self.judge(stream.access)
-            if access is None or not all(allowed(caller_of(access), d) for d in stream.datasets):
+            caller = self._judged(stream.caller, stream.access)
+            if caller is None or not all(allowed(caller, d) for d in stream.datasets):
                 stream.scope.cancel()
                 logger.info(
                     "resources.stream_ended: the token it was opened with no longer stands as it did",
                     extra={"event": "resources.stream_ended", "caller": stream.caller.name[:64]},
                 )
 
+    def _judged(self, caller: Caller, access: AccessToken | None) -> Caller | None:
+        """The caller ``access`` stands for now (``caller``, what it stood for, when there is no
+        token or no judge); None when the token no longer stands (revoked, expired)."""
+        if self.judge is None or access is None:
+            return caller
+        judged = self.judge(access)
+        return caller_of(judged) if judged is not None else None
+
     def _caller_now(self, connection: Any, subscriber: Subscriber) -> Caller | None:
         """The caller ``subscriber`` stands for now, its token judged again; None when the token no
         longer stands (revoked, expired): then every subscription made with it in this session ends."""
-        if self.judge is None or subscriber.access is None:
-            return subscriber.caller
-        access = self.judge(subscriber.access)
-        if access is not None:
-            return caller_of(access)
+        caller = self._judged(subscriber.caller, subscriber.access)
+        if caller is not None:
+            return caller
         with self.lock:
             mine = self.sessions.get(connection, {})
             for uri in [u for u, s in mine.items() if s.access is subscriber.access]:

@@ -2,15 +2,16 @@
 
     .venv/bin/python benchmarks/query_embed.py [--queries N] [--rounds R] [--out FILE]
 
-Every variant is an ONNX Runtime session on the cached export of the packaged model (fp32 or the
-int8 one), fed exactly as `OnnxEmbedder.embed_query` feeds it (the tokenizer, mean pooling and
-normalisation included). The variants take turns query by query (round robin, the order rotating),
+Every variant is an ONNX Runtime session on one of the cached graphs of the packaged model (or of
+``--model``): the plain fp32 export as traced, the fused one mcpower loads (fusion.py), or int8;
+fed exactly as `OnnxEmbedder.embed_query` feeds it (the tokenizer, mean pooling and normalisation
+included). The variants take turns query by query (round robin, the order rotating),
 so load drift on a shared machine hits each alike; the figures are medians and p95 over all rounds,
-and ratios to the variant `fp32 as shipped` (mcpower's settings before this benchmark) measured in
-the same run. Queries are SciFact claims (10-40 word pieces, like an agent's questions).
+and ratios to the variant `fp32 plain` (mcpower's settings before this benchmark, on the graph it
+loaded before fusion) measured in the same run. Queries are SciFact claims (10-40 word pieces, like an agent's questions).
 
 Settings tried: intra-op threads (1, 2), spinning of idle threads, the CPU memory arena, graph
-optimisation level, pre-packed weights; and the int8 export with mcpower's chosen settings. The
+optimisation level, pre-packed weights; the fused graph and the int8 export with mcpower's settings. The
 int8 vectors' cosine with fp32's is printed beside (quality is measured by quality.py / int8 runs).
 """
 
@@ -30,19 +31,21 @@ from suite.report import load_avg, table
 DEFAULT_CORPORA = Path(os.environ.get("MCPOWER_BENCH_CORPORA", "/work/shared/bench"))
 
 
-def variants(ort: Any) -> dict[str, tuple[bool, dict[str, Any]]]:
-    """name -> (int8, settings)."""
+def variants(ort: Any) -> dict[str, tuple[str, dict[str, Any]]]:
+    """name -> (graph: plain, fused or int8; settings)."""
     base = {"threads": 2, "spin": False, "arena": True, "opt": "all", "prepack": True}
     return {
-        "fp32 as shipped (2 threads, no spin)": (False, base),
-        "fp32, 1 thread": (False, {**base, "threads": 1}),
-        "fp32, 2 threads, spinning": (False, {**base, "spin": True}),
-        "fp32, 1 thread, no arena": (False, {**base, "threads": 1, "arena": False}),
-        "fp32, 1 thread, extended opt": (False, {**base, "threads": 1, "opt": "extended"}),
-        "fp32, 1 thread, no prepack": (False, {**base, "threads": 1, "prepack": False}),
-        "int8, 2 threads": (True, base),
-        "int8, 1 thread": (True, {**base, "threads": 1}),
-        "int8, 1 thread, no arena": (True, {**base, "threads": 1, "arena": False}),
+        "fp32 plain (2 threads, no spin)": ("plain", base),
+        "fp32 fused, as shipped": ("fused", base),
+        "fp32 fused, 1 thread": ("fused", {**base, "threads": 1}),
+        "fp32, 1 thread": ("plain", {**base, "threads": 1}),
+        "fp32, 2 threads, spinning": ("plain", {**base, "spin": True}),
+        "fp32, 1 thread, no arena": ("plain", {**base, "threads": 1, "arena": False}),
+        "fp32, 1 thread, extended opt": ("plain", {**base, "threads": 1, "opt": "extended"}),
+        "fp32, 1 thread, no prepack": ("plain", {**base, "threads": 1, "prepack": False}),
+        "int8, 2 threads": ("int8", base),
+        "int8, 1 thread": ("int8", {**base, "threads": 1}),
+        "int8, 1 thread, no arena": ("int8", {**base, "threads": 1, "arena": False}),
     }
 
 
@@ -68,6 +71,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--corpora", type=Path, default=DEFAULT_CORPORA)
     ap.add_argument("--only", nargs="*", help="variant names to run (substring match)")
+    ap.add_argument("--model", default="all-MiniLM-L6-v2", help="the model (default: the packaged one)")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
 
@@ -82,20 +86,22 @@ def main() -> int:
     queries = [json.loads(line)["text"] for line in (args.corpora / "scifact" / "queries.jsonl").open()]
     queries = queries[: args.queries]
     cache = default_cache_dir()
-    fp32 = load_embedder(backend="onnx", cache_dir=cache)
-    int8 = load_embedder(backend="onnx-int8", cache_dir=cache)
-    assert isinstance(fp32, OnnxEmbedder) and isinstance(int8, OnnxEmbedder)
+    fp32 = load_embedder(args.model, backend="onnx", cache_dir=cache)
+    assert isinstance(fp32, OnnxEmbedder)
     del FileHashes
     from mcpower.embedding.export import export_onnx
     from mcpower.embedding.model import resolve_model
 
-    spec = resolve_model()
-    paths = {False: export_onnx(spec, cache), True: export_onnx(spec, cache, quantized=True)}
+    spec = resolve_model(args.model, cache_dir=cache)
     chosen = {n: v for n, v in variants(ort).items() if not args.only or any(o in n for o in args.only)}
+    paths = {  # only the graphs a chosen variant runs (an int8 export takes a minute to make)
+        graph: export_onnx(spec, cache, quantized=graph == "int8", fused=graph == "fused")
+        for graph in {g for g, _ in chosen.values()}
+    }
     embedders: dict[str, Any] = {}
-    for name, (q8, settings) in chosen.items():
-        emb = load_embedder(backend="onnx-int8" if q8 else "onnx", cache_dir=cache)
-        emb._session = session(ort, paths[q8], settings)  # type: ignore[attr-defined]
+    for name, (graph, settings) in chosen.items():
+        emb = load_embedder(args.model, backend="onnx-int8" if graph == "int8" else "onnx", cache_dir=cache)
+        emb._session = session(ort, paths[graph], settings)  # type: ignore[attr-defined]
         embedders[name] = emb
     reference = {q: fp32.embed_query(q) for q in queries}
     times: dict[str, list[float]] = {n: [] for n in embedders}

@@ -4,6 +4,7 @@ documents in small batches of similar length."""
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +52,16 @@ def _tokenizer(path: Path) -> Any:
     tok.no_truncation()
     tok.no_padding()
     return tok
+
+
+def tokenizer_padding(tok: Any, model: Path) -> dict[str, Any]:
+    """tokenizer.json's padding, else tokenizer_config.json's pad_token (RoBERTa needs the right id)."""
+    if tok.padding:
+        return {"pad_id": tok.padding["pad_id"], "pad_token": tok.padding["pad_token"]}
+    config = model / "tokenizer_config.json"
+    token = (json.loads(config.read_text(encoding="utf-8")) if config.is_file() else {}).get("pad_token") or "[PAD]"
+    token = token["content"] if isinstance(token, dict) else str(token)
+    return {"pad_id": tok.token_to_id(token) or 0, "pad_token": token}
 
 
 class BaseEmbedder:

@@ -1,4 +1,6 @@
-"""The ONNX export of a model, made once and cached: ``<cache_dir>/onnx/<fingerprint>/model-r<recipe>.onnx``.
+"""The ONNX export of a model, made once and cached: ``<cache_dir>/onnx/<fingerprint>/model-r<recipe>.onnx``,
+and the two graphs made from it the same way: ``-fused`` (what fp32 sessions load: fusion.py) and
+``-int8`` (quantised).
 
 The export needs torch and transformers (seconds of import time) and runs once per model. The
 cache is trusted no further than it must be: the folder is created private (0700) and must belong
@@ -23,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from mcpower.checksums import FileHashes, private_folder
+from mcpower.embedding.fusion import fuse, onnxruntime_tools
 from mcpower.embedding.model import ModelSpec
 from mcpower.errors import EmbeddingModelError
 
@@ -36,9 +39,12 @@ _SIDECAR = ".sha256"
 EXPORT_RECIPE = 2
 
 
-def export_onnx(spec: ModelSpec, cache_dir: Path, quantized: bool = False, hashes: FileHashes | None = None) -> Path:
-    """Path of the model's verified ONNX export (``model-r<recipe>.onnx``, or ``-int8.onnx``) under
-    ``cache_dir/onnx``, made if missing or damaged.
+def export_onnx(
+    spec: ModelSpec, cache_dir: Path, quantized: bool = False, hashes: FileHashes | None = None, *, fused: bool = True
+) -> Path:
+    """Path of the model's verified ONNX graph under ``cache_dir/onnx``, made if missing or damaged:
+    int8 (``model-r<recipe>-int8.onnx``) if ``quantized``, else fp32 fused (``-fused.onnx``), or
+    the plain export as traced (``model-r<recipe>.onnx``, for benchmarks) if not ``fused``.
 
     Raises:
         EmbeddingModelError: the cache folder is unusable, or the export or the quantisation failed.
@@ -55,10 +61,12 @@ def export_onnx(spec: ModelSpec, cache_dir: Path, quantized: bool = False, hashe
         )
         _export_fp32(spec, tmp)
 
-    fp32 = _cached(folder / f"model-r{EXPORT_RECIPE}.onnx", export, hashes)
-    if not quantized:
-        return fp32
-    return _cached(folder / f"model-r{EXPORT_RECIPE}-int8.onnx", lambda tmp: _quantize(fp32, tmp), hashes)
+    plain = _cached(folder / f"model-r{EXPORT_RECIPE}.onnx", export, hashes)
+    if quantized:
+        return _cached(folder / f"model-r{EXPORT_RECIPE}-int8.onnx", lambda tmp: _quantize(plain, tmp), hashes)
+    if not fused:
+        return plain
+    return _cached(folder / f"model-r{EXPORT_RECIPE}-fused.onnx", lambda tmp: fuse(plain, tmp, spec), hashes)
 
 
 @contextmanager
@@ -157,7 +165,7 @@ def _write_new(path: Path, data: bytes) -> None:
 
 def _drop_older_recipes(folder: Path) -> None:
     """Delete exports an older recipe left (processes that loaded one keep it in memory)."""
-    current = {f"model-r{EXPORT_RECIPE}.onnx", f"model-r{EXPORT_RECIPE}-int8.onnx"}
+    current = {f"model-r{EXPORT_RECIPE}{kind}.onnx" for kind in ("", "-fused", "-int8")}
     for old in folder.glob("model*.onnx*"):
         if old.name.removesuffix(_SIDECAR) not in current:
             old.unlink(missing_ok=True)
@@ -212,13 +220,5 @@ def _export_fp32(spec: ModelSpec, out: Path) -> None:
 def _quantize(fp32: Path, out: Path) -> None:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    def not_onnxruntime(record: logging.LogRecord) -> bool:  # its root-logger chatter is not for users
-        return "onnxruntime" not in record.pathname
-
-    logging.getLogger().addFilter(not_onnxruntime)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            quantize_dynamic(fp32, out, per_channel=True, weight_type=QuantType.QInt8)
-    finally:
-        logging.getLogger().removeFilter(not_onnxruntime)
+    with onnxruntime_tools():
+        quantize_dynamic(fp32, out, per_channel=True, weight_type=QuantType.QInt8)

@@ -6,17 +6,16 @@ torch is never imported.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from mcpower import env
 from mcpower.checksums import FileHashes
-from mcpower.embedding.base import BaseEmbedder
+from mcpower.embedding.base import BaseEmbedder, tokenizer_padding
 from mcpower.embedding.export import export_onnx, open_verified
 from mcpower.embedding.model import ModelSpec
 from mcpower.errors import EmbeddingModelError
@@ -46,7 +45,7 @@ class OnnxEmbedder(BaseEmbedder):
         # sentence-transformers (max_seq_length) and pads each batch to its longest text.
         self._tok_in = Tokenizer.from_file(str(spec.path / "tokenizer.json"))
         self._tok_in.enable_truncation(spec.max_tokens)
-        self._tok_in.enable_padding(**_padding(self._tok_in, spec.path))
+        self._tok_in.enable_padding(**tokenizer_padding(self._tok_in, spec.path))
 
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = min(env.cpus(), 8)  # beyond 8, threads mostly wait on each other
@@ -82,13 +81,3 @@ class OnnxEmbedder(BaseEmbedder):
         pooled = (hidden * mask).sum(axis=1) / np.maximum(mask.sum(axis=1), 1e-9)  # mean pooling
         norms = np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
         return np.asarray(pooled / norms, dtype=np.float32)
-
-
-def _padding(tok: Any, model: Path) -> dict[str, Any]:
-    """tokenizer.json's padding, else tokenizer_config.json's pad_token (RoBERTa needs the right id)."""
-    if tok.padding:
-        return {"pad_id": tok.padding["pad_id"], "pad_token": tok.padding["pad_token"]}
-    config = model / "tokenizer_config.json"
-    token = (json.loads(config.read_text()) if config.is_file() else {}).get("pad_token") or "[PAD]"
-    token = token["content"] if isinstance(token, dict) else str(token)
-    return {"pad_id": tok.token_to_id(token) or 0, "pad_token": token}

@@ -1,0 +1,151 @@
+"""The fp32 export with each transformer layer fused into onnxruntime's own kernels.
+
+onnxruntime's session optimiser leaves a traced BERT-like graph at ~250 small nodes (MatMul, Add,
+Reshape, Transpose, Softmax ...); its transformer optimiser (``onnxruntime.transformers``, shipped
+in the wheel, pure Python over ``onnx``) rewrites each layer into ``Attention``,
+``SkipLayerNormalization`` and ``BiasGelu``, and the embeddings into ``EmbedLayerNormalization``:
+46 nodes for all-MiniLM-L6-v2. The vectors are the same (largest difference in a hidden state
+2e-6); a query is embedded in ~0.93x the time (docs/benchmarks.md, "The query model").
+
+The fused graph is made once from the plain export, like the int8 one, and kept only if it gives
+the plain graph's hidden states on a probe batch of real, padded texts: a model the optimiser
+misreads (another architecture, another attention layout) keeps the plain graph, copied under the
+fused name so the check is not repeated on every load. The int8 export is still quantised from
+the plain graph: the quantiser cannot read the fused one.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import sys
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from mcpower.embedding.model import ModelSpec
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+logger = logging.getLogger(__name__)
+
+# Largest difference allowed between a fused and a plain hidden state: float32 re-associated sums
+# differ by ~1e-6 (2.4e-6 measured for all-MiniLM-L6-v2, 1.0e-6 for multilingual-e5-small); a
+# misread layer differs by whole units.
+TOLERANCE = 1e-3
+# Real texts of several lengths and scripts, so the probe batch is padded and crosses the model's
+# window (a misread attention mask or position offset shows in the padded rows).
+_PROBE = (
+    "how do I add a dependency?",
+    "Die Katze sitzt auf der Matte, und der Hund schläft vor dem Kamin.",
+    "検索は速くなければならない。",
+    "Dendritic arbors adjust their geometry to compensate for variations in synaptic input. " * 40,
+)
+
+
+def fuse(plain: Path, out: Path, spec: ModelSpec) -> None:
+    """Write to ``out`` the fused graph of the export at ``plain``, or ``plain``'s own bytes if the
+    optimiser fails or its graph does not give the same hidden states.
+
+    Raises:
+        OSError: ``out`` cannot be written.
+    """
+    logger.info(
+        "fusing the layers of the ONNX export of %s, once (seconds; later runs reuse it)",
+        spec.name,
+        extra={"event": "model.fuse", "notice": True},
+    )
+    try:
+        _write_fused(plain, out, _shape(spec))
+        feeds = _probe(spec)
+        if not np.allclose(_hidden(plain, feeds), _hidden(out, feeds), rtol=0, atol=TOLERANCE):
+            raise ValueError("its hidden states differ from the plain graph's")
+    except Exception as e:  # the optimiser's own errors are of every kind; any of them means "plain"
+        first = (str(e).splitlines() or [type(e).__name__])[0][:200]
+        logger.info("%s: kept the plain ONNX graph, not fused (%s)", spec.name, first)
+        shutil.copyfile(plain, out)
+        return
+    logger.debug("%s: fused ONNX graph checked against the plain one", spec.name)
+
+
+def _shape(spec: ModelSpec) -> tuple[int, int]:
+    """Attention heads and hidden size from the model's config.json; 0 lets the optimiser read them
+    from the graph."""
+    try:
+        config = json.loads((spec.path / "config.json").read_text(encoding="utf-8"))
+        return int(config.get("num_attention_heads") or 0), int(config.get("hidden_size") or 0)
+    except (OSError, ValueError, TypeError, AttributeError):
+        return 0, 0
+
+
+def _write_fused(plain: Path, out: Path, shape: tuple[int, int]) -> None:
+    with onnxruntime_tools():
+        import onnx
+        from onnxruntime.transformers.optimizer import optimize_by_fusion
+
+        # The fusions only (what optimize_model does at opt_level 0, without its temporary folder,
+        # left behind when a fusion fails): the session applies its own optimisations at load, as
+        # for the plain graph (a graph saved after those would be tied to this CPU).
+        fused = optimize_by_fusion(onnx.load(str(plain)), "bert", num_heads=shape[0], hidden_size=shape[1])
+        fused.save_model_to_file(str(out))
+
+
+@contextmanager
+def onnxruntime_tools() -> Iterator[None]:
+    """Room for onnxruntime's Python tools (the transformer optimiser, the quantiser): they append
+    their folder to ``sys.path`` (their modules import each other by bare names like
+    ``constants``), which is undone after, and log their steps through the root logger or loggers
+    of those bare names, which are kept from the user's handlers meanwhile."""
+    path = list(sys.path)
+    root = logging.getLogger()
+    hush = _NotOnnxruntime()
+    hushed = [root, *root.handlers]  # a handler's filter also sees records other loggers pass up
+    for f in hushed:
+        f.addFilter(hush)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        sys.path[:] = path
+        for f in hushed:
+            f.removeFilter(hush)
+
+
+class _NotOnnxruntime(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "onnxruntime" not in record.pathname
+
+
+def _probe(spec: ModelSpec) -> dict[str, NDArray[np.int64]]:
+    from tokenizers import Tokenizer
+
+    from mcpower.embedding.base import tokenizer_padding
+
+    tok = Tokenizer.from_file(str(spec.path / "tokenizer.json"))
+    tok.enable_truncation(spec.max_tokens)
+    tok.enable_padding(**tokenizer_padding(tok, spec.path))
+    encs = tok.encode_batch([spec.query_prompt + t for t in _PROBE])
+    return {
+        "input_ids": np.array([e.ids for e in encs], dtype=np.int64),
+        "attention_mask": np.array([e.attention_mask for e in encs], dtype=np.int64),
+        "token_type_ids": np.array([e.type_ids for e in encs], dtype=np.int64),
+    }
+
+
+def _hidden(graph: Path, feeds: dict[str, NDArray[np.int64]]) -> NDArray[np.float32]:
+    """The graph's last hidden states at the batch's real (unpadded) tokens."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    session: Any = ort.InferenceSession(str(graph), opts, providers=["CPUExecutionProvider"])
+    names = [i.name for i in session.get_inputs()]
+    hidden = session.run(None, {n: feeds[n] for n in names})[0]
+    return np.asarray(hidden * feeds["attention_mask"][..., None], dtype=np.float32)

@@ -175,14 +175,16 @@ def subscribers(server: KnowledgeServer) -> list[str]:
 
 
 async def test_a_subscriber_whose_token_no_longer_stands_hears_nothing_more(registry: Registry, datasets: Path) -> None:
-    """Each update is sent as the subscriber's token stands now (http.py judges it again: revoked,
-    expired, edited): a revoked token's subscriptions end; a token narrowed to other datasets hears
-    nothing of these until it may read them again."""
+    """Each update, and the list_changed after it, is sent as the session's token stands now (http.py
+    judges it again: revoked, expired, edited): a revoked token's subscriptions end and its session
+    is told nothing; a token narrowed to other datasets hears nothing of these until it may read them
+    again. carol, whose token stands, joined last: list_changed goes to the sessions in the order
+    they joined, so once she has heard of a republish, the others were told whatever they were."""
     server, root = create_server(registry), datasets.parent
     assert server.changes.updates is not None
     now: dict[str, AccessToken | None] = {}
     server.changes.updates.judge = lambda access: now.get(access.client_id, access)
-    alice, bob = Inbox(), Inbox()
+    alice, bob, carol = Inbox(), Inbox(), Inbox()
     with as_caller("alice", ["handbook"]):
         async with Client(server, mode="legacy", message_handler=alice) as a:
             for uri in (USAGE, INSTALL):  # in alice's block: the in-memory client's requests carry its caller
@@ -190,26 +192,59 @@ async def test_a_subscriber_whose_token_no_longer_stands_hears_nothing_more(regi
             with as_caller("bob", ["handbook"]):
                 async with Client(server, mode="legacy", message_handler=bob) as b:
                     await b.subscribe_resource(USAGE)
-                    assert subscribers(server) == ["alice", "alice", "bob"]
-                    now["alice"] = None  # revoked
-                    await republish(
-                        server, root, {"guide/usage.md": "# Usage\n\nKazoos.\n", "guide/install.md": "# I\n"}
-                    )
-                    await alice.next_change()
-                    await bob.next_change()
-                    assert (alice.updated, bob.updated) == ([], [USAGE])
-                    assert subscribers(server) == ["bob"]  # alice's ended, both of them
+                    with as_caller("carol", ["handbook"]):
+                        async with Client(server, mode="legacy", message_handler=carol) as c:
+                            await c.list_resources()
+                            assert subscribers(server) == ["alice", "alice", "bob"]
+                            now["alice"] = None  # revoked
+                            await republish(
+                                server, root, {"guide/usage.md": "# Usage\n\nKazoos.\n", "guide/install.md": "# I\n"}
+                            )
+                            await carol.next_change()
+                            await bob.next_change()
+                            assert (alice.updated, alice.changed, bob.updated) == ([], 0, [USAGE])
+                            assert subscribers(server) == ["bob"]  # alice's ended, both of them
 
-                    bob.updated.clear()
-                    now["bob"] = AccessToken(token="x", client_id="bob", scopes=scopes_for(["recipes"]))
-                    await republish(server, root, {"guide/usage.md": "# Usage\n\nTubas.\n"})
-                    await bob.next_change()
-                    assert bob.updated == [] and subscribers(server) == ["bob"]  # narrowed: kept, not told
+                            bob.updated.clear()
+                            now["bob"] = AccessToken(token="x", client_id="bob", scopes=scopes_for(["recipes"]))
+                            await republish(server, root, {"guide/usage.md": "# Usage\n\nTubas.\n"})
+                            await carol.next_change()
+                            assert (bob.updated, bob.changed) == ([], 1)  # narrowed: kept, not told at all
+                            assert subscribers(server) == ["bob"]
 
-                    del now["bob"]  # handbook's again
-                    await republish(server, root, {"guide/usage.md": "# Usage\n\nHarps.\n"})
-                    await bob.next_change()
-                    assert bob.updated == [USAGE] and alice.updated == []
+                            del now["bob"]  # handbook's again
+                            await republish(server, root, {"guide/usage.md": "# Usage\n\nHarps.\n"})
+                            await bob.next_change()
+                            assert bob.updated == [USAGE] and (alice.updated, alice.changed) == ([], 0)
+
+
+async def test_list_changed_goes_only_to_sessions_that_may_read_the_republished_dataset(
+    registry: Registry, datasets: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A session is told its resource list changed only if it did: a token reading other datasets
+    only does not learn that this one was republished (nor a session without a token of a server
+    that asks for them). Over stdio (no judge, no token) every session is told."""
+    server = create_server(registry)
+    outsider, insider = Inbox(), Inbox()
+    with as_caller("olga", ["recipes"]):
+        async with Client(server, mode="legacy", message_handler=outsider) as o:
+            await o.list_resources()
+            with as_caller("ivan", ["hand*"]):
+                async with Client(server, mode="legacy", message_handler=insider) as i:
+                    await i.list_resources()
+                    with caplog.at_level("INFO", logger="mcpower.server.changes"):
+                        await republish(server, datasets.parent, {"guide/usage.md": "# Usage\n\nBells.\n"})
+                        await insider.next_change()
+    assert outsider.changed == 0
+    said = [r for r in caplog.records if r.getMessage() == "resources.changed"]
+    assert [(r.sessions, r.withheld) for r in said] == [(1, 1)]  # type: ignore[attr-defined]
+
+    stdio, local = create_server(registry), Inbox()  # no token: the local caller reads everything
+    async with Client(stdio, mode="legacy", message_handler=local) as c:
+        await c.list_resources()
+        await republish(stdio, datasets.parent, {"guide/usage.md": "# Usage\n\nGongs.\n"})
+        await local.next_change()
+    assert local.changed == 1
 
 
 async def test_a_named_token_is_judged_again_from_its_digest_and_others_by_their_expiry(tmp_path: Path) -> None:

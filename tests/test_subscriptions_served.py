@@ -204,15 +204,18 @@ def test_serve_http_watch_tells_each_session_of_its_own_subscriptions_within_its
             with anyio.fail_after(DEADLINE):
                 await stream_heard.wait()
 
-            # alice's token revoked while her session and stream are open: the next change is not hers
-            mine.changed = anyio.Event()
+            # alice's token revoked while her session and stream are open: the next change is not hers,
+            # nor the news that the list changed (the bystander's token stands: it is told)
+            mine.changed, other.changed = anyio.Event(), anyio.Event()
             write_tokens(tokens, [t for t in read_tokens(tokens) if t.name != "alice"])
             (source / "todo.txt").write_text("Tune the kazoo.\n")
             await anyio.to_thread.run_sync(lambda: server.wait_event("resources.subscriptions_ended", DEADLINE))
             with anyio.fail_after(DEADLINE):
-                await mine.changed.wait()
+                await other.changed.wait()
                 await stream_ended.wait()  # ended, as on a deliberate close
-            assert mine.updated == [TODO] and streamed == ["ResourceUpdated"]
+            told = await anyio.to_thread.run_sync(lambda: server.wait_event("resources.changed", DEADLINE, withheld=1))
+            assert told["sessions"] == 1  # the bystander; alice's session withheld
+            assert mine.updated == [TODO] and streamed == ["ResourceUpdated"] and not mine.changed.is_set()
             assert server.wait_event("resources.stream_ended")["caller"] == "alice"
 
     anyio.run(main)

@@ -2,8 +2,13 @@
 when ``--watch`` (or a refresh) republishes a dataset, after ``notifications/resources/updated`` for
 each document of it a client subscribed to whose text changed (updates.py).
 
-Clients of the 2025 protocol revisions get it on their session; clients of 2026-07-28 get it on a
-``subscriptions/listen`` stream (the SDK's bus) if they opened one asking for resource list changes.
+Clients of the 2025 protocol revisions get it on their session, as the token of its latest request
+stands now (judged again as updates.py judges a subscriber's): a session whose token was revoked or
+expired, or that may not read the republished dataset, is not told (its resource list did not change
+for it, and it must not learn that another dataset was republished). Clients of 2026-07-28 get it on
+a ``subscriptions/listen`` stream (the SDK's bus) if they opened one asking for resource list
+changes; the bus sends to every such stream, so a stream whose token no longer stands is ended
+first (updates.py), but one whose token reads other datasets only is told too.
 The watcher runs on its own thread: :meth:`Changes.observer` hands its events to the event loop.
 """
 
@@ -16,7 +21,11 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.auth.provider import AccessToken
 from mcp.server.subscriptions import InMemorySubscriptionBus, ResourcesListChanged
+
+from mcpower.server.auth.callers import allowed, caller_of
 
 if TYPE_CHECKING:
     from mcpower.server.updates import Updates
@@ -35,7 +44,8 @@ class Changes:
 
     def __init__(self) -> None:
         self.bus = InMemorySubscriptionBus()  # given to the MCPServer: its subscriptions/listen streams
-        self.sessions: weakref.WeakSet[Any] = weakref.WeakSet()
+        # a session's connection -> the token of its latest request (None: none, as over stdio)
+        self.sessions: weakref.WeakKeyDictionary[Any, AccessToken | None] = weakref.WeakKeyDictionary()
         self.loop: asyncio.AbstractEventLoop | None = None
         self.updates: Updates | None = None  # the per-document subscriptions (create_server sets them)
 
@@ -46,7 +56,7 @@ class Changes:
         connection = getattr(getattr(ctx, "session", None), "_connection", None)
         version = str(getattr(ctx, "protocol_version", "") or "")
         if connection is not None and version < LISTEN_REVISION:
-            self.sessions.add(connection)
+            self.sessions[connection] = get_access_token()
         return await call_next(ctx)
 
     def observer(self, also: Callable[[Any], object] | None = None) -> Callable[[Any], None]:
@@ -57,30 +67,41 @@ class Changes:
             if getattr(event, "kind", None) == "reindexed":
                 # which subscribed documents changed: read here, on the watcher's thread
                 updates = self.updates
-                self.resources_changed(updates.dataset_changed(event.dataset) if updates is not None else [])
+                changed = updates.dataset_changed(event.dataset) if updates is not None else []
+                self.resources_changed(event.dataset, changed)
             if also is not None:
                 also(event)
 
         return on_event
 
-    def resources_changed(self, documents: list[str] | None = None) -> None:
-        """Announce the change to every session and listen stream, after ``documents`` (changed
-        subscribed URIs) to their subscribers; returns at once (any thread)."""
+    def resources_changed(self, dataset: str, documents: list[str] | None = None) -> None:
+        """Announce that ``dataset`` was republished to every session that may read it and every
+        listen stream, after ``documents`` (changed subscribed URIs) to their subscribers; returns
+        at once (any thread)."""
         loop = self.loop
         if loop is None or loop.is_closed():  # no client has connected yet: nobody to tell
             return
         with contextlib.suppress(RuntimeError):  # the loop stopped meanwhile (the server is ending)
-            asyncio.run_coroutine_threadsafe(self._send(documents or []), loop)
+            asyncio.run_coroutine_threadsafe(self._send(dataset, documents or []), loop)
 
-    async def _send(self, documents: list[str]) -> None:
-        # the documents first: a client that saw list_changed has seen every update before it
-        updated = await self.updates.send(documents) if self.updates is not None and documents else 0
+    async def _send(self, dataset: str, documents: list[str]) -> None:
+        # the documents first (and the listen streams whose token no longer stands ended): a client
+        # that saw list_changed has seen every update before it
+        updates = self.updates
+        updated = await updates.send(documents) if updates is not None else 0
         await self.bus.publish(ResourcesListChanged())
-        sent = 0
-        for session in list(self.sessions):
+        sent = withheld = 0
+        for session, access in list(self.sessions.items()):
+            caller = updates.caller_now(access) if updates is not None else caller_of(access)
+            if caller is None or not allowed(caller, dataset):
+                withheld += 1  # kept: a later request may bring a token that stands
+                continue
             try:
                 await asyncio.wait_for(session.send_resource_list_changed(), SEND_TIMEOUT_S)
                 sent += 1
             except Exception:  # a departed or stuck client: the others are still told
-                self.sessions.discard(session)
-        logger.info("resources.changed", extra={"event": "resources.changed", "sessions": sent, "updated": updated})
+                self.sessions.pop(session, None)
+        logger.info(
+            "resources.changed",
+            extra={"event": "resources.changed", "sessions": sent, "withheld": withheld, "updated": updated},
+        )

@@ -216,7 +216,7 @@ class Updates:
         with self.lock:
             streams = list(self.streams)
         for stream in streams:
-            caller = self._judged(stream.caller, stream.access)
+            caller = self.caller_now(stream.access)
             if caller is None or not all(allowed(caller, d) for d in stream.datasets):
                 stream.scope.cancel()
                 logger.info(
@@ -224,18 +224,18 @@ class Updates:
                     extra={"event": "resources.stream_ended", "caller": stream.caller.name[:64]},
                 )
 
-    def _judged(self, caller: Caller, access: AccessToken | None) -> Caller | None:
-        """The caller ``access`` stands for now (``caller``, what it stood for, when there is no
-        token or no judge); None when the token no longer stands (revoked, expired)."""
+    def caller_now(self, access: AccessToken | None) -> Caller | None:
+        """The caller ``access`` stands for now (the local caller without a token; as it stood
+        without a judge); None when the token no longer stands (revoked, expired)."""
         if self.judge is None or access is None:
-            return caller
+            return caller_of(access)
         judged = self.judge(access)
         return caller_of(judged) if judged is not None else None
 
-    def _caller_now(self, connection: Any, subscriber: Subscriber) -> Caller | None:
+    def _subscriber_now(self, connection: Any, subscriber: Subscriber) -> Caller | None:
         """The caller ``subscriber`` stands for now, its token judged again; None when the token no
         longer stands (revoked, expired): then every subscription made with it in this session ends."""
-        caller = self._judged(subscriber.caller, subscriber.access)
+        caller = self.caller_now(subscriber.access)
         if caller is not None:
             return caller
         with self.lock:
@@ -308,7 +308,7 @@ class Updates:
         it whose caller may read it, and to the listen streams (the bus matches their URIs); returns
         how many notifications went to sessions."""
         sent = 0
-        self._end_streams_gone_stale()
+        self._end_streams_gone_stale()  # before anything is published, list_changed included
         for uri in changed:
             await self.bus.publish(ResourceUpdated(uri=uri))
         with self.lock:
@@ -321,7 +321,7 @@ class Updates:
                 if subscriber is None or parts is None:
                     continue
                 if id(subscriber.access) not in now:
-                    now[id(subscriber.access)] = self._caller_now(connection, subscriber)
+                    now[id(subscriber.access)] = self._subscriber_now(connection, subscriber)
                 caller = now[id(subscriber.access)]
                 if caller is None or not allowed(caller, parts[0]):
                     continue

@@ -1,6 +1,7 @@
 """One short query through the model: ONNX Runtime session settings and fp32 against int8, measured.
 
-    .venv/bin/python benchmarks/query_embed.py [--queries N] [--rounds R] [--out FILE]
+    .venv/bin/python benchmarks/query_embed.py [--queries N] [--rounds R] [--only NAME ...] [--out FILE]
+    .venv/bin/python benchmarks/query_embed.py --separate RUNS --only "fp32 plain" "fused, as shipped"
 
 Every variant is an ONNX Runtime session on one of the cached graphs of the packaged model (or of
 ``--model``): the plain fp32 export as traced, the fused one mcpower loads (fusion.py), or int8;
@@ -9,6 +10,11 @@ included). The variants take turns query by query (round robin, the order rotati
 so load drift on a shared machine hits each alike; the figures are medians and p95 over all rounds,
 and ratios to the variant `fp32 plain` (mcpower's settings before this benchmark, on the graph it
 loaded before fusion) measured in the same run. Queries are SciFact claims (10-40 word pieces, like an agent's questions).
+
+Variants taking turns in one process flatter whichever suffers less from the others' use of the
+CPU caches (and a spinning one slows the next): ``--separate RUNS`` runs each variant alone in its
+own process instead, the variants alternating run by run (the order rotating), and prints the
+medians over the runs of each process's p50 and p95. Quote that one for a change that ships.
 
 Settings tried: intra-op threads (1, 2), spinning of idle threads, the CPU memory arena, graph
 optimisation level, pre-packed weights; the fused graph and the int8 export with mcpower's settings. The
@@ -65,6 +71,56 @@ def session(ort: Any, path: Path, s: dict[str, Any]) -> Any:
     return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
 
 
+def wanted(args: argparse.Namespace, name: str) -> bool:
+    return not args.only or any(o in name for o in args.only)
+
+
+def separate(args: argparse.Namespace) -> int:
+    """Each chosen variant alone in a child process of this script, ``args.separate`` times, the
+    variants alternating (order rotating run by run); medians of the children's p50 and p95."""
+    import subprocess
+    import tempfile
+
+    names = [n for n in variants(None) if wanted(args, n)]
+    runs: dict[str, list[dict[str, float]]] = {n: [] for n in names}
+    load_before = load_avg()
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(args.separate):
+            for name in names[r % len(names) :] + names[: r % len(names)]:
+                out = Path(tmp) / "one.json"
+                argv = [sys.executable, __file__, "--exact", name, "--out", str(out), "--model", args.model]
+                argv += ["--queries", str(args.queries), "--rounds", str(args.rounds), "--corpora", str(args.corpora)]
+                subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
+                runs[name].append(json.loads(out.read_text())["variants"][name])
+    base = names[0]
+    med = {n: {k: statistics.median(r[k] for r in rs) for k in ("p50_ms", "p95_ms")} for n, rs in runs.items()}
+    result = {
+        "separate_runs": args.separate,
+        "queries": args.queries,
+        "rounds": args.rounds,
+        "load_average": {"before": load_before, "after": load_avg()},
+        "variants": {
+            n: {
+                **{k: round(v, 3) for k, v in med[n].items()},
+                "p50_ratio": round(med[n]["p50_ms"] / med[base]["p50_ms"], 3),
+                "p95_ratio": round(med[n]["p95_ms"] / med[base]["p95_ms"], 3),
+                "runs": runs[n],
+            }
+            for n in names
+        },
+    }
+    table(
+        f"one query alone per process, {args.queries} SciFact claims x {args.rounds} rounds, medians of "
+        f"{args.separate} processes each (ms; ratio to '{base}')",
+        ["variant", "p50", "p95", "p50 x", "p95 x"],
+        [[n, v["p50_ms"], v["p95_ms"], v["p50_ratio"], v["p95_ratio"]] for n, v in result["variants"].items()],
+    )
+    print(f"load average before {result['load_average']['before']}, after {result['load_average']['after']}")
+    if args.out:
+        args.out.write_text(json.dumps(result, indent=1) + "\n")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--queries", type=int, default=100)
@@ -72,8 +128,12 @@ def main() -> int:
     ap.add_argument("--corpora", type=Path, default=DEFAULT_CORPORA)
     ap.add_argument("--only", nargs="*", help="variant names to run (substring match)")
     ap.add_argument("--model", default="all-MiniLM-L6-v2", help="the model (default: the packaged one)")
+    ap.add_argument("--separate", type=int, metavar="RUNS", help="each variant alone in a process, RUNS times")
+    ap.add_argument("--exact", help=argparse.SUPPRESS)  # one variant, by its whole name (--separate's children)
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
+    if args.separate:
+        return separate(args)
 
     import numpy as np
     import onnxruntime as ort
@@ -93,10 +153,11 @@ def main() -> int:
     from mcpower.embedding.model import resolve_model
 
     spec = resolve_model(args.model, cache_dir=cache)
-    chosen = {n: v for n, v in variants(ort).items() if not args.only or any(o in n for o in args.only)}
+    chosen = {n: v for n, v in variants(ort).items() if n == args.exact or (not args.exact and wanted(args, n))}
     paths = {  # only the graphs a chosen variant runs (an int8 export takes a minute to make)
         graph: export_onnx(spec, cache, quantized=graph == "int8", fused=graph == "fused")
-        for graph in {g for g, _ in chosen.values()}
+        # the fused graph first: making it deletes a plain export made before it
+        for graph in sorted({g for g, _ in chosen.values()}, key=("fused", "int8", "plain").index)
     }
     embedders: dict[str, Any] = {}
     for name, (graph, settings) in chosen.items():

@@ -130,10 +130,39 @@ def test_a_new_recipe_replaces_exports_of_older_ones(monkeypatch: pytest.MonkeyP
         ".lock",
         f"model-r{EXPORT_RECIPE}-fused.onnx",  # not an ONNX graph: kept as it is (test_fusion.py)
         f"model-r{EXPORT_RECIPE}-fused.onnx.sha256",
-        f"model-r{EXPORT_RECIPE}.onnx",
-        f"model-r{EXPORT_RECIPE}.onnx.sha256",
         "notes.txt",
     ]
+
+
+def test_the_plain_export_is_not_kept_beside_the_graphs_made_from_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    spec = resolve_model()
+    folder = tmp_path / "onnx" / spec.fingerprint
+    exports: list[Path] = []
+
+    def export(spec: ModelSpec, tmp: Path) -> None:
+        exports.append(tmp)
+        tmp.write_bytes(b"plain")
+
+    monkeypatch.setattr(export_module, "_export_fp32", export)
+    monkeypatch.setattr(export_module, "fuse", lambda plain, out, spec: out.write_bytes(plain.read_bytes() + b"+fused"))
+    monkeypatch.setattr(export_module, "_quantize", lambda plain, out: out.write_bytes(plain.read_bytes() + b"+int8"))
+
+    plain = export_onnx(spec, tmp_path, fused=False)  # a benchmark's: kept until a fused graph is made
+    (folder / f".{plain.name}.0123456789abcdef.tmp").write_bytes(b"a killed export's")
+    fused = export_onnx(spec, tmp_path)
+    assert fused.read_bytes() == b"plain+fused" and len(exports) == 1  # made from the kept one
+    assert not plain.exists() and not plain.with_name(plain.name + ".sha256").exists()
+
+    int8 = export_onnx(spec, tmp_path, quantized=True)  # made from a fresh export, not kept either
+    assert int8.read_bytes() == b"plain+int8" and len(exports) == 2
+    assert exports[1].name.startswith(f".{plain.name}.") and exports[1].name.endswith(".tmp")
+    assert sorted(p.name for p in folder.iterdir()) == sorted(
+        [".lock", fused.name, fused.name + ".sha256", int8.name, int8.name + ".sha256"]
+    )
+    assert [export_onnx(spec, tmp_path), export_onnx(spec, tmp_path, quantized=True)] == [fused, int8]
+    assert len(exports) == 2
 
 
 def test_failed_build_leaves_nothing_and_raises(tmp_path: Path) -> None:

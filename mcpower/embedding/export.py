@@ -1,8 +1,9 @@
-"""The ONNX export of a model, made once and cached: ``<cache_dir>/onnx/<fingerprint>/model-r<recipe>.onnx``,
-and the two graphs made from it the same way: ``-fused`` (what fp32 sessions load: fusion.py) and
-``-int8`` (quantised).
+"""The ONNX export of a model, made once, and the graphs made from it and cached:
+``<cache_dir>/onnx/<fingerprint>/model-r<recipe>-fused.onnx`` (what fp32 sessions load: fusion.py)
+and ``-int8.onnx`` (quantised).
 
-The export needs torch and transformers (seconds of import time) and runs once per model. The
+The export needs torch and transformers (seconds of import time) and runs once per graph made from
+it (the plain export itself is not kept once fused). The
 cache is trusted no further than it must be: the folder is created private (0700) and must belong
 to this user; exports are written under unpredictable temporary names (O_EXCL, no symlinks
 followed) and renamed into place; each carries a sidecar with its sha256, checked on every load
@@ -46,11 +47,16 @@ def export_onnx(
     int8 (``model-r<recipe>-int8.onnx``) if ``quantized``, else fp32 fused (``-fused.onnx``), or
     the plain export as traced (``model-r<recipe>.onnx``, for benchmarks) if not ``fused``.
 
+    The plain export is what the other two are made from; it is not kept beside the fused graph
+    (90 MB for the packaged model, 470 MB for the multilingual one): an int8 graph asked for later
+    is made from a fresh export.
+
     Raises:
         EmbeddingModelError: the cache folder is unusable, or the export or the quantisation failed.
     """
     hashes = hashes or FileHashes(cache_dir)
     folder = cache_dir / "onnx" / spec.fingerprint
+    plain = folder / f"model-r{EXPORT_RECIPE}.onnx"
 
     def export(tmp: Path) -> None:
         _drop_older_recipes(folder)
@@ -61,12 +67,40 @@ def export_onnx(
         )
         _export_fp32(spec, tmp)
 
-    plain = _cached(folder / f"model-r{EXPORT_RECIPE}.onnx", export, hashes)
+    def int8(tmp: Path) -> None:
+        with _plain_graph(plain, export, hashes) as source:
+            _quantize(source, tmp)
+
+    def fused_graph(tmp: Path) -> None:
+        with _plain_graph(plain, export, hashes) as source:
+            fuse(source, tmp, spec)
+        for done_with in (plain, plain.with_name(plain.name + _SIDECAR)):  # we hold the folder's lock
+            done_with.unlink(missing_ok=True)
+
     if quantized:
-        return _cached(folder / f"model-r{EXPORT_RECIPE}-int8.onnx", lambda tmp: _quantize(plain, tmp), hashes)
+        return _cached(folder / f"model-r{EXPORT_RECIPE}-int8.onnx", int8, hashes)
     if not fused:
-        return plain
-    return _cached(folder / f"model-r{EXPORT_RECIPE}-fused.onnx", lambda tmp: fuse(plain, tmp, spec), hashes)
+        return _cached(plain, export, hashes)
+    return _cached(folder / f"model-r{EXPORT_RECIPE}-fused.onnx", fused_graph, hashes)
+
+
+@contextmanager
+def _plain_graph(plain: Path, export: Callable[[Path], None], hashes: FileHashes) -> Iterator[Path]:
+    """The plain export to make another graph from, with the folder's lock held: the cached one if
+    a benchmark or an older mcpower left it, else a fresh export in a temporary file, deleted after
+    (as is one a killed process left)."""
+    if _valid(plain, hashes):
+        yield plain
+        return
+    for stale in plain.parent.glob(f".{plain.name}.*.tmp"):
+        stale.unlink(missing_ok=True)
+    tmp = plain.with_name(f".{plain.name}.{secrets.token_hex(8)}.tmp")
+    try:
+        os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600))
+        export(tmp)
+        yield tmp
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 @contextmanager

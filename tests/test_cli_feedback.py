@@ -185,6 +185,25 @@ def test_the_cli_shows_notices_plainly_and_warnings_as_warnings() -> None:
     assert done.stderr == "exporting the model\nwarning: careful\n"
 
 
+def test_a_search_announces_the_first_export_its_head_start_makes(tmp_path: Path) -> None:
+    """The query model starts loading in a thread before any command is imported (preload.py): a
+    first export there (10-30 s) is announced on stderr like an ingest's, not waited out in silence."""
+    code = (
+        "import logging, mcpower.embedding as e\n"
+        "def load(model, cache_dir, allowed):\n"
+        "    logging.getLogger('mcpower.embedding.export').info('exporting the model, once', extra={'notice': True})\n"
+        "    return object()\n"
+        "e.load_query_embedder = load\n"
+        "from mcpower.cli import preload\n"
+        "preload.head_start(['search', 'docs', 'a question'])\n"
+        "assert preload._early is not None\n"
+        "preload._early.get()\n"
+    )
+    env = {**subprocess_env(), "MCPOWER_CACHE_DIR": str(tmp_path / "cache")}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert done.stderr == "exporting the model, once\n"
+
+
 def test_ctrl_c_during_ingest_says_what_was_kept(
     corpus: Path, datasets_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

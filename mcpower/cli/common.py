@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import logging
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+
+from mcpower.cli.notices import setup_logging as setup_logging
 
 # What opens the registry, and what the commands say of it, live in opening.py (without typer, for
 # the `serve --stdio` fast path); importable from here as before.
@@ -89,26 +89,6 @@ def one_of(*choices: str) -> Callable[[str | None], str | None]:
         return value
 
     return check
-
-
-def setup_logging(verbose: bool = False) -> None:
-    """Log records to stderr for a person: warnings as ``warning: …``, and mcpower's notices
-    (information worth seeing, such as the first model export) as plain lines."""
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(_CliFormatter())
-    if not verbose:
-        handler.addFilter(lambda r: r.levelno >= logging.WARNING or bool(getattr(r, "notice", False)))
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, handlers=[handler])
-    if not verbose:
-        logging.getLogger("mcpower").setLevel(logging.INFO)  # its notices reach the handler's filter
-
-
-class _CliFormatter(logging.Formatter):
-    def format(self, record: logging.LogRecord) -> str:
-        message = record.getMessage()
-        if record.levelno < logging.WARNING:
-            return message
-        return f"{record.levelname.lower()}: {message}"
 
 
 def print_json(data: Any) -> None:

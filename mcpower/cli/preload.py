@@ -80,7 +80,9 @@ def head_start(argv: list[str]) -> None:
         import tokenizers  # noqa: F401
 
         import mcpower.embedding.onnx  # noqa: F401
+        from mcpower.cli.notices import setup_logging
 
+        setup_logging()  # before the thread: its first export is announced, not waited out in silence
         model = env.raw("model") or DEFAULT_MODEL
         cache_dir = Path(env.raw("cache_dir") or env.default_cache_dir())
         _early = _Loading(model, cache_dir, [model])  # the operator's own model is always allowed

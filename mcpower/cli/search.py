@@ -18,6 +18,7 @@ from mcpower.cli.common import (
     open_registry,
     print_json,
     settings,
+    setup_logging,
 )
 from mcpower.cli.progress import plural
 from mcpower.defaults import DEFAULT_PER_DOCUMENT, MAX_OFFSET, MAX_PER_DOCUMENT, MAX_TOP_K, SPREAD_HEAD
@@ -116,6 +117,7 @@ def search(
     target: str | None = None if every else dataset
     text = dataset if every else query
     assert text is not None
+    setup_logging()  # the first use of a model is announced (its export takes seconds), not waited out in silence
     s = settings(datasets_dir=datasets_dir, milvus_uri=milvus_uri)
     registry = open_registry(s, preload.query_model(s, target) if mode != "keyword" else None)
     from mcpower.results import SearchFilters
@@ -220,6 +222,7 @@ def eval_(
     )
     from mcpower.search import rank_paths
 
+    setup_logging()  # the first use of a model is announced (its export takes seconds), not waited out in silence
     s = settings(datasets_dir=datasets_dir, milvus_uri=milvus_uri)
     registry = open_registry(s)
     store = registry.store(dataset)  # fail early on an unknown or broken dataset

@@ -5,7 +5,7 @@
 ``Domain``, ``HttpOnly``, ``SameSite=Strict``; mcpower/web/login.py sets it). The server keeps, by
 the id's SHA-256, the caller the session stands for and, for the tokens that can be judged again
 that way, the SHA-256 of the token it was opened with. On every page request the session is looked
-up and its token judged again from that digest (``verifiers.check_digest``): a named token revoked
+up and its token judged again from that digest (``verifiers.standing``, the rule subscriptions are judged by too): a named token revoked
 or expired, or edited to other datasets, takes its sessions with it at once; the single
 ``MCPOWER_TOKEN`` is fixed while the server runs, and a new one means a restart, which ends every
 session (they live in memory only). An OAuth access token, which only its issuer can revoke, ends
@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 from mcp.server.auth.provider import AccessToken, TokenVerifier
 
-from mcpower.server.auth.verifiers import Refusal, check_digest, token_digest
+from mcpower.server.auth.verifiers import Refusal, check_digest, standing, token_digest
 
 logger = logging.getLogger(__name__)
 
@@ -113,18 +113,14 @@ class PageSessions:
             reason = "session_expired"
         elif now - session.last >= self.idle_s:
             reason = "session_idle"
-        elif session.access.expires_at is not None and session.access.expires_at <= now:
-            reason = "expired"
         if reason is not None:
             self._end(key, reason)
             return Refusal.known(reason, caller)
-        if session.digest is not None:
-            verdict = check_digest(self.verifier, session.digest)
-            if not isinstance(verdict, AccessToken):
-                refusal = verdict if verdict is not None else Refusal.known("revoked", caller)
-                self._end(key, refusal.reason)
-                return Refusal.known(refusal.reason, refusal.caller or caller)
-            session.access = verdict  # its datasets as the tokens file says now
+        verdict = standing(self.verifier, now, session.access, session.digest)
+        if isinstance(verdict, Refusal):
+            self._end(key, verdict.reason)
+            return verdict
+        session.access = verdict  # its datasets as the tokens file says now
         session.last = now
         self._sessions.move_to_end(key)
         return session.access

@@ -98,21 +98,34 @@ async def check(verifier: TokenVerifier, token: str) -> Verdict:
 
 def judge_again(verifier: TokenVerifier, clock: Callable[[], float], access: AccessToken) -> AccessToken | None:
     """What ``access`` (a request's, kept past it: a subscription) stands for now (``clock``: wall-clock
-    seconds): a named token judged again from its digest (revoked, expired or edited to other
-    datasets shows at once), any other until its ``expires_at`` (an OAuth access token: only its
-    issuer can revoke it; the single ``MCPOWER_TOKEN``, which is fixed while the server runs); None
-    when it no longer stands."""
-    if access.expires_at is not None and access.expires_at <= clock():
-        return None
+    seconds), as :func:`standing` judges it from the digest its claims carry; None when it no longer
+    stands."""
     digest = (access.claims or {}).get(DIGEST_CLAIM)
-    if not isinstance(digest, str):
-        return access
     try:
-        offered = bytes.fromhex(digest)
+        offered = bytes.fromhex(digest) if isinstance(digest, str) else None
     except ValueError:
         return None
-    verdict = check_digest(verifier, offered)
+    verdict = standing(verifier, clock(), access, offered)
     return verdict if isinstance(verdict, AccessToken) else None
+
+
+def standing(verifier: TokenVerifier, now: float, access: AccessToken, digest: bytes | None) -> Verdict:
+    """What a token kept past the request that brought it stands for at ``now``, or why it no longer
+    does: expired by its ``expires_at`` first; then, with its ``digest``, a named token judged again
+    (revoked, expired or edited to other datasets shows at once); without one, any other token
+    stands until its expiry (an OAuth access token: only its issuer can revoke it; the single
+    ``MCPOWER_TOKEN``, fixed while the server runs). The one rule for subscriptions (judge_again)
+    and the web pages' sign-in sessions (logins.py)."""
+    caller = access.client_id
+    if access.expires_at is not None and access.expires_at <= now:
+        return Refusal.known("expired", caller)
+    if digest is None:
+        return access
+    verdict = check_digest(verifier, digest)
+    if isinstance(verdict, AccessToken):
+        return verdict
+    refusal = verdict if verdict is not None else Refusal.known("revoked", caller)
+    return Refusal.known(refusal.reason, refusal.caller or caller)
 
 
 def check_digest(verifier: TokenVerifier, offered: bytes) -> Verdict | None:

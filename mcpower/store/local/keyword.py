@@ -212,7 +212,7 @@ def combine(
         weights.append(np.array([max(s, 0.0) for _, s in fts_scores], dtype=np.float64))
     if not rows:
         return KeywordHits.none()
-    all_rows = np.concatenate(rows)
+    all_rows = np.concatenate(rows, dtype=np.intp)  # bincount's own type: it would copy int32 rows again
     if all_rows.size and (all_rows.min() < 0 or all_rows.max() >= n):
         raise ValueError("keyword postings point past the chunk table")
     # Converted to float64 in the one copy concatenation makes: bincount would convert float32

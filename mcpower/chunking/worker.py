@@ -23,25 +23,21 @@ again in the worker. It runs only this process's own code, whatever folder the i
 in: the interpreter is isolated (``-I``: neither the working folder, PYTHONPATH, the user's site
 folder nor any PYTHON* variable shapes its path), it starts in mcpower's own folder, and a small
 bootstrap gives it this process's module path (less the working folder) and loads the very
-``mcpower`` package this process runs (:func:`worker_command`). ``python -m`` would have put the
+``mcpower`` package this process runs (mcpower/isolated.py). ``python -m`` would have put the
 working folder first on the path, and a ``socket.py`` there would have run in the worker.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import math
-import os
 import signal
 import socket
 import subprocess
-import sys
 import traceback
 import warnings
 from multiprocessing.connection import Connection
-from pathlib import Path
 from typing import Any
 
 from mcpower.chunking import (
@@ -55,6 +51,7 @@ from mcpower.chunking import (
     format_of,
     parse_document,
 )
+from mcpower.isolated import python_command
 
 logger = logging.getLogger(__name__)
 
@@ -86,19 +83,6 @@ DEFAULT_MEMORY_BYTES = 2 * 1024**3
 START_TIMEOUT = 120.0
 # Read as plain text when their parser fails this way (their text is still good).
 _TEXT_FALLBACK = frozenset({FORMATS[".rst"]})
-# What the isolated interpreter runs first: this process's module path (argv 1, JSON), then the
-# mcpower package found in exactly the folder this process loaded it from (argv 2), whatever else
-# the path holds; then the worker's loop (argv 3 on).
-_BOOTSTRAP = """\
-import importlib.machinery, importlib.util, json, sys
-sys.path[:] = json.loads(sys.argv[1])
-spec = importlib.machinery.PathFinder.find_spec("mcpower", [sys.argv[2]])
-package = importlib.util.module_from_spec(spec)
-sys.modules["mcpower"] = package
-spec.loader.exec_module(package)
-from mcpower.chunking.worker import main
-main(sys.argv[3:])
-"""
 
 
 class Reader:
@@ -296,12 +280,7 @@ def _as_plain_text(data: bytes, why: str) -> Parsed:
 def worker_command(*args: str) -> tuple[list[str], str]:
     """The command that starts a worker with ``args`` (a descriptor and a memory limit), and the
     folder it starts in: see the module's docstring."""
-    package = Path(os.path.abspath(__file__)).parent.parent  # this module is mcpower/chunking/worker.py
-    here = os.path.realpath(os.getcwd())
-    path = [p for p in sys.path if isinstance(p, str) and os.path.isabs(p) and os.path.realpath(p) != here]
-    command = [sys.executable, "-I", "-c", _BOOTSTRAP, json.dumps(path), str(package.parent), *args]
-    # Its own folder: nothing a parser opens by a relative name comes from the user's working folder.
-    return command, str(package) if package.is_dir() else os.path.dirname(sys.executable) or os.sep
+    return python_command("mcpower.chunking.worker", *args)
 
 
 def _serve(conn: Connection, memory_bytes: int) -> None:

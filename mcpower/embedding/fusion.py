@@ -8,8 +8,9 @@ in the wheel, pure Python over ``onnx``) rewrites each layer into ``Attention``,
 2e-6); a query is embedded in 0.93-0.99x the time and the session loads in ~0.75x
 (docs/benchmarks.md, "The query model").
 
-The fused graph is made once from the plain export, like the int8 one, and kept only if it gives
-the plain graph's hidden states on a probe batch of real, padded texts: a model the optimiser
+The fused graph is made once from the plain export, like the int8 one, in a child interpreter
+(its memory goes back to the system after), and kept only if it gives the plain graph's hidden
+states on a probe batch of real, padded texts: a model the optimiser
 misreads (another architecture, another attention layout) keeps the plain graph, copied under the
 fused name so the check is not repeated on every load. It takes the plain export's place in the
 cache (export.py); the int8 export is still quantised from the plain graph: the quantiser cannot
@@ -21,6 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+import subprocess
 import sys
 import warnings
 from collections.abc import Iterator
@@ -31,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mcpower.embedding.model import ModelSpec
+from mcpower.isolated import python_command
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -41,6 +44,8 @@ logger = logging.getLogger(__name__)
 # differ by ~1e-6 (2.4e-6 measured for all-MiniLM-L6-v2, 1.0e-6 for multilingual-e5-small); a
 # misread layer differs by whole units.
 TOLERANCE = 1e-3
+# The child's time, at most: multilingual-e5-small (470 MB) takes ~20 s on 2 cores.
+TIMEOUT_S = 600.0
 # Real texts of several lengths and scripts, so the probe batch is padded and crosses the model's
 # window (a misread attention mask or position offset shows in the padded rows).
 _PROBE = (
@@ -53,7 +58,10 @@ _PROBE = (
 
 def fuse(plain: Path, out: Path, spec: ModelSpec) -> None:
     """Write to ``out`` the fused graph of the export at ``plain``, or ``plain``'s own bytes if the
-    optimiser fails or its graph does not give the same hidden states.
+    optimiser fails or its graph does not give the same hidden states. The work is done in a child
+    interpreter (mcpower/isolated.py): the optimiser holds the whole graph several times over
+    (3.8 GB at its peak for multilingual-e5-small's 470 MB), and a server that made it in its own
+    process kept ~800 MB of that afterwards.
 
     Raises:
         OSError: ``out`` cannot be written.
@@ -63,24 +71,63 @@ def fuse(plain: Path, out: Path, spec: ModelSpec) -> None:
         spec.name,
         extra={"event": "model.fuse", "notice": True},
     )
+    command, cwd = python_command(
+        "mcpower.embedding.fusion", str(plain), str(out), str(spec.path), str(spec.max_tokens), spec.query_prompt
+    )
     try:
-        _write_fused(plain, out, _shape(spec))
-        feeds = _probe(spec)
-        if not np.allclose(_hidden(plain, feeds), _hidden(out, feeds), rtol=0, atol=TOLERANCE):
-            raise ValueError("its hidden states differ from the plain graph's")
-    except Exception as e:  # the optimiser's own errors are of every kind; any of them means "plain"
-        first = (str(e).splitlines() or [type(e).__name__])[0][:200]
-        logger.info("%s: kept the plain ONNX graph, not fused (%s)", spec.name, first)
-        shutil.copyfile(plain, out)
+        done = subprocess.run(
+            command,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            timeout=TIMEOUT_S,
+            check=False,
+        )
+        why = None if done.returncode == 0 else _last_line(done.stderr) or f"exit status {done.returncode}"
+    except subprocess.TimeoutExpired:
+        why = f"not done in {TIMEOUT_S:g} s"
+    if why is None:
+        logger.debug("%s: fused ONNX graph checked against the plain one", spec.name)
         return
-    logger.debug("%s: fused ONNX graph checked against the plain one", spec.name)
+    logger.info("%s: kept the plain ONNX graph, not fused (%s)", spec.name, why)
+    shutil.copyfile(plain, out)
 
 
-def _shape(spec: ModelSpec) -> tuple[int, int]:
+def main(argv: list[str]) -> None:
+    """The child's work (``fuse``): argv is the plain graph, the fused one to write, the model's
+    folder, its window in word pieces and its query prompt. Exits 1 with the reason on stderr if
+    the fused graph cannot be made or does not give the plain graph's hidden states."""
+    plain, out, folder, max_tokens, prompt = argv
+    try:
+        fused_and_checked(Path(plain), Path(out), Path(folder), int(max_tokens), prompt)
+    except Exception as e:  # the optimiser's own errors are of every kind; any of them means "plain"
+        sys.stderr.write(f"{type(e).__name__}: {_last_line(str(e).encode())}\n")
+        sys.exit(1)
+
+
+def fused_and_checked(plain: Path, out: Path, folder: Path, max_tokens: int, prompt: str) -> None:
+    """Write the fused graph of ``plain`` to ``out`` and check it against ``plain`` on the probe batch.
+
+    Raises:
+        ValueError: its hidden states differ from the plain graph's.
+    """
+    _write_fused(plain, out, _shape(folder))
+    feeds = _probe(folder, max_tokens, prompt)
+    if not np.allclose(_hidden(plain, feeds), _hidden(out, feeds), rtol=0, atol=TOLERANCE):
+        raise ValueError("its hidden states differ from the plain graph's")
+
+
+def _last_line(data: bytes) -> str:
+    lines = [line for line in data.decode("utf-8", "replace").splitlines() if line.strip()]
+    return lines[-1].strip()[:200] if lines else ""
+
+
+def _shape(folder: Path) -> tuple[int, int]:
     """Attention heads and hidden size from the model's config.json; 0 lets the optimiser read them
     from the graph."""
     try:
-        config = json.loads((spec.path / "config.json").read_text(encoding="utf-8"))
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
         return int(config.get("num_attention_heads") or 0), int(config.get("hidden_size") or 0)
     except (OSError, ValueError, TypeError, AttributeError):
         return 0, 0
@@ -125,15 +172,15 @@ class _NotOnnxruntime(logging.Filter):
         return "onnxruntime" not in record.pathname
 
 
-def _probe(spec: ModelSpec) -> dict[str, NDArray[np.int64]]:
+def _probe(folder: Path, max_tokens: int, prompt: str) -> dict[str, NDArray[np.int64]]:
     from tokenizers import Tokenizer
 
     from mcpower.embedding.base import tokenizer_padding
 
-    tok = Tokenizer.from_file(str(spec.path / "tokenizer.json"))
-    tok.enable_truncation(spec.max_tokens)
-    tok.enable_padding(**tokenizer_padding(tok, spec.path))
-    encs = tok.encode_batch([spec.query_prompt + t for t in _PROBE])
+    tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    tok.enable_truncation(max_tokens)
+    tok.enable_padding(**tokenizer_padding(tok, folder))
+    encs = tok.encode_batch([prompt + t for t in _PROBE])
     return {
         "input_ids": np.array([e.ids for e in encs], dtype=np.int64),
         "attention_mask": np.array([e.attention_mask for e in encs], dtype=np.int64),

@@ -87,16 +87,12 @@ def export_onnx(
 @contextmanager
 def _plain_graph(plain: Path, export: Callable[[Path], None], hashes: FileHashes) -> Iterator[Path]:
     """The plain export to make another graph from, with the folder's lock held: the cached one if
-    a benchmark or an older mcpower left it, else a fresh export in a temporary file, deleted after
-    (as is one a killed process left)."""
+    a benchmark or an older mcpower left it, else a fresh export in a temporary file, deleted after."""
     if _valid(plain, hashes):
         yield plain
         return
-    for stale in plain.parent.glob(f".{plain.name}.*.tmp"):
-        stale.unlink(missing_ok=True)
-    tmp = plain.with_name(f".{plain.name}.{secrets.token_hex(8)}.tmp")
+    tmp = _fresh_temp(plain)
     try:
-        os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600))
         export(tmp)
         yield tmp
     finally:
@@ -160,12 +156,12 @@ def _cached(target: Path, build: Callable[[Path], None], hashes: FileHashes) -> 
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the descriptor is closed
         if _valid(target, hashes):  # another process built it while we waited
             return target
-        for stale in [*target.parent.glob(f".{target.name}.*.tmp"), target, target.with_name(target.name + _SIDECAR)]:
+        for stale in (target, target.with_name(target.name + _SIDECAR)):
             with suppress(OSError):
-                stale.unlink()  # left by a killed process, or damaged
-        tmp = target.with_name(f".{target.name}.{secrets.token_hex(8)}.tmp")
+                stale.unlink()  # damaged
+        tmp = None
         try:
-            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600))
+            tmp = _fresh_temp(target)
             build(tmp)
             digest = FileHashes(None).sha256_path(tmp)
             _write_new(target.with_name(target.name + _SIDECAR), digest.encode())
@@ -178,11 +174,24 @@ def _cached(target: Path, build: Callable[[Path], None], hashes: FileHashes) -> 
             first = (str(e).splitlines() or [type(e).__name__])[0]
             raise EmbeddingModelError(f"cannot export the embedding model to ONNX: {first[:300]}") from e
         finally:
-            with suppress(OSError):
-                tmp.unlink()
+            if tmp is not None:
+                with suppress(OSError):
+                    tmp.unlink()
     finally:
         os.close(lock)
     return target
+
+
+def _fresh_temp(target: Path) -> Path:
+    """A new empty file beside ``target``, under an unpredictable name no one else could have
+    prepared (O_EXCL, no symlink followed), once the ones a killed process left are deleted; the
+    caller holds the folder's lock, and deletes or renames it."""
+    for stale in target.parent.glob(f".{target.name}.*.tmp"):
+        with suppress(OSError):
+            stale.unlink()
+    tmp = target.with_name(f".{target.name}.{secrets.token_hex(8)}.tmp")
+    os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600))
+    return tmp
 
 
 def _write_new(path: Path, data: bytes) -> None:

@@ -187,13 +187,32 @@ def test_the_cache_keeps_long_lists_within_its_budget(monkeypatch: pytest.Monkey
     monkeypatch.setattr(postings_module, "CACHE_MIN_ROWS", 10)
     short = Postings.of(np.arange(5, dtype=np.int32), np.ones(5, np.float32))
     long = [Postings.of(np.arange(12, dtype=np.int32), np.ones(12, np.float32)) for _ in range(3)]
-    cache = PostingsCache(budget=2 * long[0].nbytes + 4)  # room for two long lists, their cells included
+    # A dataset block-max searches; room for two long lists, their cells included.
+    cache = PostingsCache(postings_module.BLOCKMAX_MIN_CHUNKS, budget=2 * long[0].nbytes + 4)
     cache.put("short", short)
     for i, p in enumerate(long):
         cache.put(f"t{i}", p)
     assert cache.get("short") is None  # short lists are cheaper to read again
     assert cache.get("t0") is None  # the least recently used went first
     assert cache.get("t1") is long[1] and cache.get("t2") is long[2]
+
+
+def test_the_cache_counts_cells_only_on_datasets_blockmax_searches(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(postings_module, "CACHE_MIN_ROWS", 10)
+    long = [Postings.of(np.arange(0, 48, 4, dtype=np.int32), np.ones(12, np.float32)) for _ in range(2)]
+    budget = 2 * long[0].list_nbytes  # two lists' rows and impacts, not their cells as well
+    assert long[0].nbytes > long[0].list_nbytes
+    smaller = PostingsCache(100, budget=budget)  # never searched by block-max: no cells to count
+    for i, p in enumerate(long):
+        smaller.put(f"t{i}", p)
+    assert smaller.get("t0") is long[0] and smaller.get("t1") is long[1]
+    assert smaller.nbytes == budget
+    monkeypatch.setattr(postings_module, "BLOCKMAX_MIN_CHUNKS", 100)  # the same size, searched by block-max
+    larger = PostingsCache(100, budget=budget)
+    for i, p in enumerate(long):
+        larger.put(f"t{i}", p)
+    assert larger.get("t0") is None and larger.get("t1") is long[1]
+    assert larger.nbytes == long[1].nbytes <= budget
 
 
 @pytest.mark.parametrize("dense", [0.0, 2.0])  # a bound for every cell, or for those holding the term

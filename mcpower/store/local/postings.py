@@ -99,7 +99,12 @@ class Postings:
     @property
     def nbytes(self) -> int:
         """Its size in memory once its cells are computed (at most that before)."""
-        return int(self.rows.nbytes + self.impacts.nbytes + Cells.most_bytes(self.rows, self.impacts.itemsize))
+        return self.list_nbytes + Cells.most_bytes(self.rows, self.impacts.itemsize)
+
+    @property
+    def list_nbytes(self) -> int:
+        """Its rows and impacts alone: its size while its cells are not computed."""
+        return int(self.rows.nbytes + self.impacts.nbytes)
 
     def lookup(self, rows: NDArray[np.int64]) -> NDArray[np.float64]:
         """The impact of this term at each of ``rows`` (0.0 where it is absent): a binary search each."""
@@ -113,11 +118,17 @@ class Postings:
 
 
 class PostingsCache:
-    """The long postings of one dataset's common terms, kept after their first read (LRU by bytes)."""
+    """The long postings of one dataset's common terms, kept after their first read (LRU by bytes).
 
-    def __init__(self, budget: int = CACHE_BYTES) -> None:
+    A list is counted at what it may come to hold: with its cells on a dataset block-max may search
+    (:func:`uses_cells`), its rows and impacts alone on a smaller one, whose lists never compute
+    cells (counting cells there left ~half of the budget unused at a million chunks).
+    """
+
+    def __init__(self, chunks: int, budget: int = CACHE_BYTES) -> None:
         self.budget = budget
-        self._lists: OrderedDict[str, Postings] = OrderedDict()
+        self._chunks = chunks
+        self._lists: OrderedDict[str, tuple[Postings, int]] = OrderedDict()  # with the bytes counted
         self._bytes = 0
         self._lock = threading.Lock()
 
@@ -126,19 +137,30 @@ class PostingsCache:
             found = self._lists.get(term)
             if found is not None:
                 self._lists.move_to_end(term)
-            return found
+            return found[0] if found is not None else None
 
     def put(self, term: str, postings: Postings) -> None:
-        if len(postings.rows) < CACHE_MIN_ROWS or postings.nbytes > self.budget:
+        size = postings.nbytes if uses_cells(self._chunks) else postings.list_nbytes
+        if len(postings.rows) < CACHE_MIN_ROWS or size > self.budget:
             return
         with self._lock:
             if term in self._lists:
                 return
-            self._lists[term] = postings
-            self._bytes += postings.nbytes
+            self._lists[term] = (postings, size)
+            self._bytes += size
             while self._bytes > self.budget:
-                _, dropped = self._lists.popitem(last=False)
-                self._bytes -= dropped.nbytes
+                _, (_, dropped) = self._lists.popitem(last=False)
+                self._bytes -= dropped
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes its lists are counted at."""
+        return self._bytes
+
+
+def uses_cells(chunks: int) -> bool:
+    """Whether block-max may search a dataset of ``chunks`` chunks, computing its lists' cells."""
+    return chunks >= BLOCKMAX_MIN_CHUNKS
 
 
 def postings_of(blobs: tuple[bytes, bytes], n: int) -> Postings:
@@ -273,7 +295,7 @@ class RankedMatches:
 
     def _blockmax(self, k: int) -> list[tuple[int, float]]:
         n = len(self._ids)
-        if n < BLOCKMAX_MIN_CHUNKS or sum(len(p.rows) for p in self._lists) >= FULL_COUNT_SHARE * n:
+        if not uses_cells(n) or sum(len(p.rows) for p in self._lists) >= FULL_COUNT_SHARE * n:
             return self._counted(k, 0.0)
         found = block_top(n, self._lists, self._allowed, k, GIVE_UP_SHARE)
         if isinstance(found, GaveUp):

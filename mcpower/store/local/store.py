@@ -83,7 +83,7 @@ class LocalStore:
         self._place_sql = hit_sql(missing, text=False)  # the same rows without their text
         self._places = Places(len(ids), read_rows(self._db.connection, self._place_sql))  # a small dataset's, in memory
         self._filters = FilterCache(ids, self._db)  # the chunks each recent filter allows
-        self._postings_cache = PostingsCache()  # the common terms' long postings, once read
+        self._postings_cache = PostingsCache(len(ids))  # the common terms' long postings, once read
         # The languages a query is analysed under (the dataset's), or None: the keyword index was
         # made by FTS5's tokenizer (a dataset written before analysis, or of the original format).
         analysis = manifest.analysis

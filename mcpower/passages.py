@@ -144,20 +144,24 @@ class _Grouping:
         self.fed = 0
 
     def feed(self, ranked: list[tuple[ChunkHit, float]]) -> list[Passage]:
+        grouping, by_section, out = self.group == "passages", self.by_section, self.out
         for hit, score in ranked[self.fed :]:
-            mine = self.by_section.setdefault((hit.document_id, hit.heading_path), [])
-            near = [p for p in mine if p.touches(hit)] if self.group == "passages" else []
+            section = (hit.document_id, hit.heading_path)
+            mine = by_section.get(section)
+            if mine is None:
+                by_section[section] = mine = []
+            near = [p for p in mine if p.touches(hit)] if grouping and mine else None
             if not near:
                 p = Passage(hit, score)
                 mine.append(p)
-                self.out.append(p)
+                out.append(p)
                 continue
             first, *rest = near  # in rank order: `mine` is appended to as passages are made
             first.add([hit])
             for other in rest:  # the chunk bridges passages: they become one
                 first.add(other.chunks)
                 mine.remove(other)
-                self.out.remove(other)
+                out.remove(other)
         self.fed = max(self.fed, len(ranked))
         return self.out
 

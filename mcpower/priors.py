@@ -137,7 +137,7 @@ def apply_priors(
         head = list(ranked[:k])
         hits = fetch([i for i, _ in head])
         return [(hits[i], s) for i, s in head if i in hits]
-    out: list[tuple[float, int, H]] = []
+    out: list[tuple[float, int, H]] = []  # (-score, rank, chunk): sorted as they stand, best first
     pos = 0
     while pos < len(ranked):
         batch = ranked[pos : pos + (k if pos == 0 else max(k, BATCH))]
@@ -146,9 +146,9 @@ def apply_priors(
             hit = hits.get(i)
             if hit is not None:
                 prior = CHANGE_NOTES_FACTOR if is_change_notes(hit.path, hit.title, hit.heading_path) else 1.0
-                out.append((s * prior, rank, hit))
+                out.append((-(s * prior), rank, hit))  # ranks differ: chunks are never compared
         pos += len(batch)
-        out.sort(key=lambda t: (-t[0], t[1]))
-        if len(out) >= k and (pos >= len(ranked) or ranked[pos][1] <= out[k - 1][0]):
+        out.sort()
+        if len(out) >= k and (pos >= len(ranked) or ranked[pos][1] <= -out[k - 1][0]):
             break
-    return [(hit, s) for s, _, hit in out[:k]]
+    return [(hit, -s) for s, _, hit in out[:k]]

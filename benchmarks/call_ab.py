@@ -40,6 +40,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+from suite.questions import question_texts  # noqa: E402
 from suite.report import load_avg, pct, table  # noqa: E402
 from suite.server import StdioClient  # noqa: E402
 
@@ -330,8 +331,7 @@ def main() -> None:
     for spec in args.tree:
         label, _, path = spec.partition("=")
         trees[label] = Path(path).resolve()
-    lines = args.questions.read_text(encoding="utf-8").splitlines()
-    questions = [json.loads(line)["text"] for line in lines if line.strip()]
+    questions = question_texts(args.questions)
     if args.profile:
         profile(args, next(iter(trees.values())), questions)
     elif args.parts:

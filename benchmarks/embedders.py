@@ -26,6 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+from suite.questions import question_texts
 
 from mcpower.embedding import Embedder, resolve_model
 from mcpower.embedding.onnx import OnnxEmbedder
@@ -66,8 +67,7 @@ def load_texts(corpus: Path, n: int) -> list[str]:
 def load_queries(corpus: Path, texts: list[str]) -> list[str]:
     file = corpus.parent / "queries.jsonl"
     if file.is_file():
-        lines = [line for line in file.read_text().splitlines() if line.strip()]
-        return [json.loads(line)["text"] for line in lines[:N_QUERIES]]
+        return question_texts(file, N_QUERIES)
     return [t[:100] for t in texts[:N_QUERIES]]
 
 

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import json
 import pstats
 import statistics
 import time
 from pathlib import Path
+
+from suite.questions import question_texts
 
 from mcpower.registry import Registry
 from mcpower.search import search
@@ -40,8 +41,7 @@ def main() -> None:
     ap.add_argument("--top-k", type=int, default=5)
     ap.add_argument("--profile", action="store_true")
     args = ap.parse_args()
-    lines = args.questions.read_text(encoding="utf-8").splitlines()
-    questions = [json.loads(line)["text"] for line in lines if line.strip()]
+    questions = question_texts(args.questions)
     reg = Registry(args.datasets_dir)
     for q in questions:
         for g in ("passages", "none"):

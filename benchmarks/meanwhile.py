@@ -14,23 +14,18 @@ wall time (p50 / p95) and CPU time of the whole process (p50), their ratios, and
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from suite.questions import question_texts
 from suite.report import load_avg, pct
 
 import mcpower.search as search_module
 from mcpower import meanwhile
 from mcpower.registry import Registry
-
-
-def questions_of(path: Path) -> list[str]:
-    lines = path.read_text(encoding="utf-8").splitlines()
-    return [json.loads(line)["text"] for line in lines if line.strip()]
 
 
 def in_turn(here: Callable[[], Any], there: Callable[[], Any]) -> tuple[Any, Any]:
@@ -45,7 +40,7 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=300)
     ap.add_argument("--rounds", type=int, default=1)
     args = ap.parse_args()
-    questions = questions_of(args.questions)[: args.queries]
+    questions = question_texts(args.questions)[: args.queries]
     ways = {"at once": meanwhile.both, "in turn": in_turn}
     registry = Registry(args.datasets_dir, query_cache=0)
     for q in questions[:10]:

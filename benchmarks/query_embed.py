@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from suite.questions import question_texts
 from suite.report import load_avg, table
 
 DEFAULT_CORPORA = Path(os.environ.get("MCPOWER_BENCH_CORPORA", "/work/shared/bench"))
@@ -143,8 +144,7 @@ def main() -> int:
     from mcpower.embedding import load_embedder
     from mcpower.embedding.onnx import OnnxEmbedder
 
-    queries = [json.loads(line)["text"] for line in (args.corpora / "scifact" / "queries.jsonl").open()]
-    queries = queries[: args.queries]
+    queries = question_texts(args.corpora / "scifact" / "queries.jsonl", args.queries)
     cache = default_cache_dir()
     fp32 = load_embedder(args.model, backend="onnx", cache_dir=cache)
     assert isinstance(fp32, OnnxEmbedder)

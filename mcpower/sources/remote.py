@@ -12,6 +12,7 @@ import dataclasses
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -21,7 +22,7 @@ from mcpower.ingestion import IngestOptions, IngestPlan, IngestReport, ProgressC
 from mcpower.manifest import Origin, is_valid_id, now_utc, slugify
 from mcpower.sources import kind_of
 from mcpower.sources.crawl import CrawlOptions, CrawlReport, run_crawl
-from mcpower.sources.git import DEFAULT_GIT_TIMEOUT, DEFAULT_MAX_REPO_BYTES, fetch_repository, subdir_of
+from mcpower.sources.git import DEFAULT_GIT_TIMEOUT, DEFAULT_MAX_REPO_BYTES, GitReport, fetch_repository, subdir_of
 from mcpower.sources.mirror import locked, source_folder
 from mcpower.sources.robots import RobotsUnavailableError
 from mcpower.sources.urls import Scope, URLError
@@ -65,95 +66,80 @@ def ingest_source(
     if kind is None:
         raise IngestError(f"{spec[:200]}: not a URL or repository address")
     catalog = LocalCatalog(target) if isinstance(target, Path) else target
+    fetch_into: Callable[[Path, IngestOptions], tuple[Path, IngestOptions, CrawlReport | GitReport]]
     if kind == "web":
         try:
             scope = Scope.of(spec)
         except URLError as e:
             raise IngestError(f"{spec[:200]}: {e}") from None
-        return _ingest_site(scope, target, catalog, options, fetch, cache_dir, embedder, progress, announce)
-    return _ingest_repository(spec, target, catalog, options, fetch, cache_dir, embedder, progress, announce)
-
-
-def _ingest_site(
-    scope: Scope,
-    target: Path | Catalog,
-    catalog: Catalog,
-    options: IngestOptions,
-    fetch: FetchOptions,
-    cache_dir: Path,
-    embedder: embedding.Embedder | None,
-    progress: ProgressCallback | None,
-    announce: Callable[[IngestPlan], None] | None = None,
-) -> IngestReport:
-    parts = urlsplit(scope.root)
-    label = parts.netloc + scope.prefix.rstrip("/")
-    ds_id = _dataset_id(options, [*scope.prefix.strip("/").split("/")[-1:], parts.hostname or ""])
-    folder = source_folder(cache_dir, catalog.location(ds_id), ds_id, scope.root)
-    with locked(folder, options.wait):
-        try:
-            crawled = run_crawl(scope.root, folder, fetch.crawl, progress)
-        except RobotsUnavailableError as e:
-            raise IngestError(
-                f"robots.txt could not be read ({e}); as RFC 9309 asks, nothing was crawled. Try again later"
-            ) from None
-        if crawled.pages == 0:
-            raise IngestError(f"{scope.root}: no page could be fetched — {crawl_summary(crawled)}")
-        opts = dataclasses.replace(
-            options,
-            dataset_id=ds_id,
-            name=options.name or label,
-            description=options.description or f"Pages of {scope.root}",
-            follow_symlinks=False,
-            origin=Origin(kind="web", url=scope.root, fetched_at=now_utc()),
-        )
-        report = ingest(folder / "pages", target, opts, embedder=embedder, progress=progress, announce=announce)
-    report.fetch = crawled
-    return report
-
-
-def _ingest_repository(
-    spec: str,
-    target: Path | Catalog,
-    catalog: Catalog,
-    options: IngestOptions,
-    fetch: FetchOptions,
-    cache_dir: Path,
-    embedder: embedding.Embedder | None,
-    progress: ProgressCallback | None,
-    announce: Callable[[IngestPlan], None] | None = None,
-) -> IngestReport:
-    name = re.split(r"[/:]", spec.rstrip("/"))[-1].removesuffix(".git") or "repository"
-    ds_id = _dataset_id(options, [name])
-    folder = source_folder(cache_dir, catalog.location(ds_id), ds_id, spec)
-    with locked(folder, options.wait):
-        fetched = fetch_repository(
-            spec,
-            folder,
-            fetch.ref,
-            headers=fetch.crawl.headers,
-            submodules=fetch.submodules,
-            timeout=fetch.git_timeout,
-            max_bytes=fetch.max_repo_bytes,
-        )
-        root = subdir_of(folder / "checkout", fetch.subdir)
-        opts = dataclasses.replace(
-            options,
-            dataset_id=ds_id,
-            name=options.name or name + (f"/{fetch.subdir.strip('/')}" if fetch.subdir else ""),
-            description=options.description or f"Files of {spec}" + (f" ({fetch.subdir})" if fetch.subdir else ""),
-            follow_symlinks=False,  # a repository's links never lead out of it
-            origin=Origin(
-                kind="git",
-                url=spec,
-                ref=fetch.ref,
-                commit=fetched.commit or None,
-                subdir=fetch.subdir.strip("/") if fetch.subdir else None,
-                fetched_at=now_utc(),
-            ),
-        )
-        report = ingest(root, target, opts, embedder=embedder, progress=progress, announce=announce)
+        address, names = scope.root, [*scope.prefix.strip("/").split("/")[-1:], urlsplit(scope.root).hostname or ""]
+        fetch_into = partial(_fetch_site, scope, fetch=fetch, progress=progress)
+    else:
+        name = re.split(r"[/:]", spec.rstrip("/"))[-1].removesuffix(".git") or "repository"
+        address, names = spec, [name]
+        fetch_into = partial(_fetch_repository, spec, name, fetch=fetch)
+    ds_id = _dataset_id(options, names)
+    folder = source_folder(cache_dir, catalog.location(ds_id), ds_id, address)
+    with locked(folder, options.wait):  # from the fetch to the publish
+        # A fetched source's links never lead out of it.
+        options = dataclasses.replace(options, dataset_id=ds_id, follow_symlinks=False)
+        root, options, fetched = fetch_into(folder, options)
+        report = ingest(root, target, options, embedder=embedder, progress=progress, announce=announce)
     report.fetch = fetched
     return report
+
+
+def _fetch_site(
+    scope: Scope, folder: Path, options: IngestOptions, *, fetch: FetchOptions, progress: ProgressCallback | None
+) -> tuple[Path, IngestOptions, CrawlReport]:
+    """Crawl ``scope`` into ``folder``: the pages to ingest, ``options`` naming the site, the crawl's report."""
+    try:
+        crawled = run_crawl(scope.root, folder, fetch.crawl, progress)
+    except RobotsUnavailableError as e:
+        raise IngestError(
+            f"robots.txt could not be read ({e}); as RFC 9309 asks, nothing was crawled. Try again later"
+        ) from None
+    if crawled.pages == 0:
+        raise IngestError(f"{scope.root}: no page could be fetched — {crawl_summary(crawled)}")
+    parts = urlsplit(scope.root)
+    options = dataclasses.replace(
+        options,
+        name=options.name or parts.netloc + scope.prefix.rstrip("/"),
+        description=options.description or f"Pages of {scope.root}",
+        origin=Origin(kind="web", url=scope.root, fetched_at=now_utc()),
+    )
+    return folder / "pages", options, crawled
+
+
+def _fetch_repository(
+    spec: str, name: str, folder: Path, options: IngestOptions, *, fetch: FetchOptions
+) -> tuple[Path, IngestOptions, GitReport]:
+    """Clone or update ``spec`` into ``folder``: the folder to ingest, ``options`` naming the
+    repository, what was fetched."""
+    fetched = fetch_repository(
+        spec,
+        folder,
+        fetch.ref,
+        headers=fetch.crawl.headers,
+        submodules=fetch.submodules,
+        timeout=fetch.git_timeout,
+        max_bytes=fetch.max_repo_bytes,
+    )
+    root = subdir_of(folder / "checkout", fetch.subdir)
+    options = dataclasses.replace(
+        options,
+        name=options.name or name + (f"/{fetch.subdir.strip('/')}" if fetch.subdir else ""),
+        description=options.description or f"Files of {spec}" + (f" ({fetch.subdir})" if fetch.subdir else ""),
+        origin=Origin(
+            kind="git",
+            url=spec,
+            ref=fetch.ref,
+            commit=fetched.commit or None,
+            subdir=fetch.subdir.strip("/") if fetch.subdir else None,
+            fetched_at=now_utc(),
+        ),
+    )
+    return root, options, fetched
 
 
 def _dataset_id(options: IngestOptions, candidates: list[str]) -> str:

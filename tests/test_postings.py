@@ -128,6 +128,8 @@ def test_adding_everything_up_sorts_only_the_rows_its_block_bound_keeps(
     seed: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(postings_module, "BOUND_ROWS", [4, 16][seed % 2])  # many blocks on little data
+    # The rows above the bound looked for in the blocks that reach it, or in every row.
+    monkeypatch.setattr(postings_module, "HOT_BLOCKS_MIN_ROWS", 0 if seed < 4 else 10**9)
     sorted_rows: list[int] = []
     real = RankedMatches._best
 
@@ -181,6 +183,23 @@ def test_an_exhausted_list_answers_deeper_asks_and_nothing_matches_nothing() -> 
 def test_postings_that_do_not_fit_the_chunks_are_refused(blobs: tuple[bytes, bytes]) -> None:
     with pytest.raises(ValueError, match="keyword postings"):
         postings_of(blobs, 10)
+
+
+@pytest.mark.parametrize("best", ["past the last whole block", "in a block", "tied across blocks"])
+def test_adding_everything_up_finds_the_best_rows_wherever_they_are(best: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(postings_module, "BOUND_ROWS", 4)
+    monkeypatch.setattr(postings_module, "HOT_BLOCKS_MIN_ROWS", 0)  # looked for in the blocks that reach the bound
+    n = 4 * 30 + 3  # 30 whole blocks and 3 rows past them
+    ids = np.arange(n, dtype=np.int64) * 3 + 1
+    rng = np.random.default_rng(11)
+    common = Postings.of(np.arange(n, dtype=np.int32), rng.choice([0.5, 1.0], n).astype(np.float32))
+    top = {"past the last whole block": [n - 1, n - 3], "in a block": [41, 42], "tied across blocks": [3, 4, 77]}[best]
+    rare = Postings.of(np.array(top, dtype=np.int32), np.full(len(top), 5.0, np.float32))
+    lists = [common, rare]
+    for k in (1, 2, 3, 5):
+        got = RankedMatches(ids, lists, None).top(k)
+        assert got == reference(ids, lists, None).top(k)
+        assert {i for i, _ in got[: min(k, len(top))]} <= {int(ids[r]) for r in top}
 
 
 def test_the_cache_keeps_long_lists_within_its_budget(monkeypatch: pytest.MonkeyPatch) -> None:

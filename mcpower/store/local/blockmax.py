@@ -106,12 +106,12 @@ class Cells:
         """Positions in the list of this term's postings in ``cells`` (ascending)."""
         if self.ids is None:
             cells = cells[: np.searchsorted(cells, len(self.bounds))]
-            return _ranges(self.starts[cells].astype(np.int64), self.starts[cells + 1].astype(np.int64))
+            return ranges(self.starts[cells].astype(np.int64), self.starts[cells + 1].astype(np.int64))
         if not len(self.ids):
             return np.zeros(0, dtype=np.int64)
         at = np.minimum(np.searchsorted(self.ids, cells), len(self.ids) - 1)
         at = at[self.ids[at] == cells]
-        return _ranges(self.starts[at].astype(np.int64), self.starts[at + 1].astype(np.int64))
+        return ranges(self.starts[at].astype(np.int64), self.starts[at + 1].astype(np.int64))
 
 
 class Scored(Protocol):
@@ -202,7 +202,7 @@ def _score_cells(
         r = p.rows[ix]
         total[slot[r >> shift] + (r & low)] += p.impacts[ix]  # rows distinct within a list
     if allowed is not None and edges is not None:
-        ok = allowed[_ranges(edges[cells], edges[cells + 1])]
+        ok = allowed[ranges(edges[cells], edges[cells + 1])]
         keep = np.zeros(len(total), dtype=bool)
         keep[slot[ok >> shift] + (ok & low)] = True
         total[~keep] = 0.0
@@ -210,7 +210,7 @@ def _score_cells(
     return (cells[hit >> shift] << shift) + (hit & low), total[hit]
 
 
-def _ranges(lo: NDArray[np.int64], hi: NDArray[np.int64]) -> NDArray[np.int64]:
+def ranges(lo: NDArray[np.int64], hi: NDArray[np.int64]) -> NDArray[np.int64]:
     """The indices lo[0]..hi[0]-1, lo[1]..hi[1]-1, ... in one array."""
     lengths = hi - lo
     size = int(lengths.sum())

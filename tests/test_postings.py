@@ -178,6 +178,7 @@ def test_an_exhausted_list_answers_deeper_asks_and_nothing_matches_nothing() -> 
         (np.array([0, 10], "<i4").tobytes(), np.array([1.0, 1.0], "<f4").tobytes()),  # past the end
         (np.array([-1, 3], "<i4").tobytes(), np.array([1.0, 1.0], "<f4").tobytes()),
         (np.array([5, 3], "<i4").tobytes(), np.array([1.0, 1.0], "<f4").tobytes()),  # not ascending
+        (np.array([1, 3, 3], "<i4").tobytes(), np.array([1.0, 1.0, 1.0], "<f4").tobytes()),  # a row twice
     ],
 )
 def test_postings_that_do_not_fit_the_chunks_are_refused(blobs: tuple[bytes, bytes]) -> None:

@@ -5,10 +5,10 @@
 ``Domain``, ``HttpOnly``, ``SameSite=Strict``; mcpower/web/login.py sets it). The server keeps, by
 the id's SHA-256, the caller the session stands for and, for the tokens that can be judged again
 that way, the SHA-256 of the token it was opened with. On every page request the session is looked
-up and its token judged again from that digest (``verifiers.standing``, the rule subscriptions are judged by too): a named token revoked
-or expired, or edited to other datasets, takes its sessions with it at once; the single
-``MCPOWER_TOKEN`` is fixed while the server runs, and a new one means a restart, which ends every
-session (they live in memory only). An OAuth access token, which only its issuer can revoke, ends
+up and its token judged again from that digest (``verifiers.standing``, the rule subscriptions are
+judged by too): a named token revoked or expired, or edited to other datasets, takes its sessions
+with it at once; the single ``MCPOWER_TOKEN`` is fixed while the server runs, and a new one means a
+restart, which ends every session (they live in memory only). An OAuth access token, which only its issuer can revoke, ends
 its sessions at its ``exp``. A session also ends:
 
 - :data:`IDLE_S` (8 hours) after its last request, and :data:`ABSOLUTE_S` (24 hours) after sign-in,

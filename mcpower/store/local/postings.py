@@ -74,7 +74,7 @@ BOUND_ROWS = 256
 # From this many chunks, the rows at or above that bound are looked for only in the blocks whose
 # maximum reaches it (about k blocks), not in every row again: ~0.14 ms whatever the size, against
 # 0.045 / 0.25 / 0.85 ms for every row at 100k / 300k / 1M chunks (a scratch loop; the whole
-# count's top 50 at 1M: 2.5 -> 1.5 ms a question).
+# count's top 50 at 1M: 2.2-2.5 -> 1.6 ms a question; docs/benchmarks.md, round 10).
 HOT_BLOCKS_MIN_ROWS = 200_000
 
 

@@ -1,10 +1,16 @@
 """Startup benchmark for MCP stdio servers: spawn -> initialize response.
 
-Three modes:
+Four modes:
 
     python benchmarks/bare_server.py serve
         Run a bare MCPServer (one trivial tool) over stdio. This is the
         baseline: what the SDK + interpreter cost before any project code.
+
+    python benchmarks/bare_server.py serve-result FILE
+        Run a bare MCPServer whose one tool, ``result``, answers every call with
+        the tools/call result in FILE (JSON, read once at start): the SDK's own
+        round trip for an answer of that size, the floor of a warm tool call
+        (benchmarks/suite/server.py).
 
     python benchmarks/bare_server.py measure [--cmd "CMD ..."] [-n 10] [--warmup 1]
         Spawn CMD (default: this file's ``serve`` with the current interpreter)
@@ -58,6 +64,25 @@ def serve() -> None:
         """Return the text unchanged."""
         return text
 
+    server.run("stdio")
+
+
+def serve_result(path: str) -> None:
+    from mcp.server import MCPServer
+    from mcp.types import CallToolResult
+
+    with open(path, encoding="utf-8") as f:
+        answer = CallToolResult.model_validate(json.load(f))
+    server = MCPServer("bare")
+
+    def result() -> CallToolResult:
+        """Return the recorded result."""
+        return answer
+
+    # This module's annotations are strings (its __future__ import) naming a class imported here,
+    # not in the module: the SDK reads the real one, which passes the result through as it is.
+    result.__annotations__["return"] = CallToolResult
+    server.tool()(result)
     server.run("stdio")
 
 
@@ -246,6 +271,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="mode", required=True)
     sub.add_parser("serve", help="run the bare server over stdio")
+    r = sub.add_parser("serve-result", help="run a bare server answering every call with a recorded result")
+    r.add_argument("file", help="a tools/call result, as JSON")
     m = sub.add_parser("measure", help="time spawn -> initialize response")
     m.add_argument("--cmd", help="server command line (default: this file's `serve`)")
     m.add_argument("-n", "--runs", type=int, default=10)
@@ -260,6 +287,9 @@ def main() -> int:
     args = parser.parse_args()
     if args.mode == "serve":
         serve()
+        return 0
+    if args.mode == "serve-result":
+        serve_result(args.file)
         return 0
     if args.mode == "pairs":
         mcpower = os.path.join(os.path.dirname(sys.executable), "mcpower")

@@ -1,6 +1,9 @@
 """Section mcp: the server over real stdio (round trip, start-up against a bare MCPServer, memory) and a cold CLI search.
 
 The client is stdlib-only (JSON lines on the child's stdin/stdout), so the figures are the server's.
+The warm round trip has a floor measured in the same run: a bare MCPServer answering each call
+with a result mcpower gave (the SDK's own round trip for an answer of that size), called in turn
+with mcpower, plus the search itself (``meta.duration_ms``), call by call.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -135,6 +140,23 @@ class StdioClient:
         self.errfile.close()
 
 
+@contextmanager
+def answering(result: dict[str, Any]) -> Iterator[StdioClient]:
+    """A bare MCPServer (bare_server.py) that answers its one tool, ``result``, with ``result``;
+    initialized and warmed up, closed after the block."""
+    with tempfile.NamedTemporaryFile("w", suffix=".json", encoding="utf-8") as f:
+        json.dump(result, f)
+        f.flush()
+        client = StdioClient([sys.executable, str(REPO / "benchmarks" / "bare_server.py"), "serve-result", f.name])
+        try:
+            client.initialize()
+            for _ in range(len(MCP_QUERIES) * 2):  # as many warm-up calls as mcpower had
+                client.call_tool("result", {})
+            yield client
+        finally:
+            client.close()
+
+
 def mcpower_argv() -> list[str]:
     """The installed `mcpower` console script next to this interpreter, else `python -m mcpower`."""
     script = Path(sys.executable).parent / "mcpower"
@@ -197,13 +219,22 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for q in MCP_QUERIES * 2:  # warm-up: the stores and the model load after the handshake
             client.call_tool("knowledge_search", {"query": q, "dataset": "fastapi"})
         mem_warm = client.memory()
-        rtt, core, results = [], [], 0
-        for i in range(calls):
-            t = time.perf_counter()
-            r = client.call_tool("knowledge_search", {"query": MCP_QUERIES[i % len(MCP_QUERIES)], "dataset": "fastapi"})
-            rtt.append(time.perf_counter() - t)
-            core.append(r["structuredContent"]["meta"]["duration_ms"] / 1000)  # Registry.search, inside the server
-            results += len(r["structuredContent"]["results"])
+        rtt, core, bare_rtt, results = [], [], [], 0
+        with answering(client.call_tool("knowledge_search", search_args)) as bare_client:
+            for i in range(calls):
+                # In turn with the bare server, which of the two first alternating: both see the same machine.
+                for side in ("mcpower", "bare") if i % 2 == 0 else ("bare", "mcpower"):
+                    t = time.perf_counter()
+                    if side == "bare":
+                        bare_client.call_tool("result", {})
+                        bare_rtt.append(time.perf_counter() - t)
+                        continue
+                    r = client.call_tool(
+                        "knowledge_search", {"query": MCP_QUERIES[i % len(MCP_QUERIES)], "dataset": "fastapi"}
+                    )
+                    rtt.append(time.perf_counter() - t)
+                    core.append(r["structuredContent"]["meta"]["duration_ms"] / 1000)  # Registry.search, in the server
+                    results += len(r["structuredContent"]["results"])
         mem_after = client.memory()
         rtt_all = []  # without `dataset`: every call rescans the datasets folder and searches all datasets
         for i in range(min(calls, 50)):
@@ -214,11 +245,18 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         client.close()
 
     cold = cold_search(root, runs)
+    floor = [b + c for b, c in zip(bare_rtt, core, strict=True)]  # call by call: the SDK's round trip + the search
+    tool_call, floor_stats = lat_stats(rtt), lat_stats(floor)
     out: dict[str, Any] = {
         "dataset": dataset,
         "calls": calls,
-        "tool_call": lat_stats(rtt),
+        "tool_call": tool_call,
         "core_search_in_server": lat_stats(core),
+        "bare_round_trip": lat_stats(bare_rtt),
+        "floor": floor_stats,
+        "tool_call_vs_floor": {p: round(tool_call[f"{p}_ms"] / floor_stats[f"{p}_ms"], 3) for p in ("p50", "p95")},
+        # What mcpower's server adds to the SDK's round trip and the search, call by call (median, ms).
+        "layer_ms": round(statistics.median(t - f for t, f in zip(rtt, floor, strict=True)) * 1000, 3),
         "tool_call_all_datasets": lat_stats(rtt_all),
         "mean_results": round(results / calls, 1),
         "startup_pairs": runs,
@@ -236,6 +274,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             out["core_search_in_server"]["p50_ms"],
             out["core_search_in_server"]["p95_ms"],
         ],
+        [
+            "  a bare MCPServer's round trip, same result",
+            out["bare_round_trip"]["p50_ms"],
+            out["bare_round_trip"]["p95_ms"],
+        ],
+        ["  floor: that round trip + the search, call by call", floor_stats["p50_ms"], floor_stats["p95_ms"]],
+        ["  tools/call x floor", out["tool_call_vs_floor"]["p50"], out["tool_call_vs_floor"]["p95"]],
+        ["  mcpower's layer (median of tools/call - floor)", out["layer_ms"], None],
         [
             "tools/call knowledge_search (all datasets)",
             out["tool_call_all_datasets"]["p50_ms"],

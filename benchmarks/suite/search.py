@@ -1,4 +1,5 @@
-"""Section search: Registry.search latency on synthetic datasets of 10k, 100k (and 1M) chunks; HNSW recall.
+"""Section search: Registry.search latency on the FastAPI docs (3.4k chunks) and on synthetic datasets
+of 10k, 100k (and 1M) chunks, each against its floor (latency.py); HNSW recall.
 
 The synthetic chunks are made of real material, so both sides of search do realistic work: words
 drawn with SciFact's word frequencies at SciFact's chunk lengths (so FTS5 posting lists are as long
@@ -25,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from suite.datasets import collection_dataset, collection_files
-from suite.report import lat_stats, load_avg, note, size_label, table
+from suite.latency import docs, print_docs, timed
+from suite.report import lat_stats, note, size_label, table
 
 SYNTH_VERSION = (
     4  # bump when the generator changes: cached datasets are rebuilt (3: hnsw_sq above 50k; 4: analysed English)
@@ -223,7 +225,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from mcpower.evaluation import load_queries
     from mcpower.manifest import Manifest
     from mcpower.registry import Registry
-    from mcpower.search import search
     from mcpower.store.local.build import HNSW_THRESHOLD
     from mcpower.store.local.store import LocalStore
 
@@ -241,7 +242,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "faiss_omp_threads": faiss.omp_get_max_threads(),
         "sizes": {},
     }
-    modes = ("hybrid", "semantic", "keyword")
+    # The real documentation first (3.4k chunks, half a minute): the smallest size issue 30 names.
+    out["docs"] = docs(args)
     for size in sizes:
         build = build_synthetic(source, root, size)
         ds = build["id"]
@@ -253,55 +255,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         load_s = time.perf_counter() - t
         assert isinstance(store, LocalStore)  # the HNSW recall below reads its FAISS index
         assert isinstance(store.manifest, Manifest)  # a dataset on disk, not one built in memory
-        emb = registry.embedder_for(store.info)
-        for q in queries[:10]:  # warm-up: page cache, first-call allocations
-            for mode in modes:
-                search(registry, q, ds, 10, mode)
-        times: dict[str, list[float]] = {m: [] for m in modes}
-        # Where the time goes, at the depth search asks for (50): the query embedding, the vector side,
-        # and the keyword side (BM25 of every match, and its top 50) — timed query by query between
-        # the searches, so the floor and the searches see the same load.
-        qvecs: list[Any] = []
-        parts: dict[str, list[float]] = {"embed_query": [], "vector": [], "keyword": []}
-        for i, q in enumerate(queries):
-            for mode in modes[i % 3 :] + modes[: i % 3]:  # rotate, so load drift hits every mode alike
-                t = time.perf_counter()
-                search(registry, q, ds, 10, mode)
-                times[mode].append(time.perf_counter() - t)
-            t = time.perf_counter()
-            qv = emb.embed_query(q)
-            parts["embed_query"].append(time.perf_counter() - t)
-            t = time.perf_counter()
-            store.semantic(qv, 50)
-            parts["vector"].append(time.perf_counter() - t)
-            t = time.perf_counter()
-            store.keyword(q).top(50)
-            parts["keyword"].append(time.perf_counter() - t)
-            qvecs.append(qv)
-        # The floor: what one query costs in the model, the index and the keyword postings alone,
-        # summed query by query; hybrid search is reported as a ratio to it.
-        floor = [a + b + c for a, b, c in zip(parts["embed_query"], parts["vector"], parts["keyword"])]
-        hybrid, floor_stats = lat_stats(times["hybrid"]), lat_stats(floor)
-        entry: dict[str, Any] = {
-            "dataset": build,
-            "load_s": round(load_s, 2),
-            "modes": {m: lat_stats(v) for m, v in times.items()},
-            "parts": {k: lat_stats(v) for k, v in parts.items()},
-            "floor": floor_stats,
-            "hybrid_vs_floor": {
-                p: round(hybrid[f"{p}_ms"] / floor_stats[f"{p}_ms"], 3)
-                for p in ("p50", "p95")
-                if floor_stats[f"{p}_ms"]
-            },
-            "rss_mb": rss_mb(),
-            "load_average": load_avg(),
-            "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),  # sizes are merged across runs
-        }
+        entry, qvecs = timed(registry, store, ds, queries)
+        entry = {"dataset": build, "load_s": round(load_s, 2), **entry}
         if store.manifest.vector_index.kind in ("hnsw", "hnsw_sq"):
             entry["hnsw"] = hnsw_recall(store, np.stack(qvecs))
         out["sizes"][str(size)] = entry
         registry.close()
         del store, registry
+    print_docs(out["docs"])
     print_search(out)
     estimate_1m(out, root)
     return out
@@ -365,16 +326,6 @@ def hnsw_recall(store: Any, qvecs: Any) -> dict[str, Any]:
         "ef_sweep": sweep,
         "exact_100_queries_ms": exact_ms,
     }
-
-
-def rss_mb() -> dict[str, float]:
-    """This process's resident memory now (VmRSS) and at its peak (VmHWM), MB."""
-    out = {}
-    for line in Path("/proc/self/status").read_text().splitlines():
-        key, _, value = line.partition(":")
-        if key in ("VmRSS", "VmHWM"):
-            out[key] = round(int(value.split()[0]) / 1024, 1)
-    return out
 
 
 def print_search(out: dict[str, Any]) -> None:

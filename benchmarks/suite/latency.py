@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 from typing import Any
 
 from suite.datasets import ensure_dataset
@@ -24,9 +23,9 @@ DOCS_ROUNDS = 4  # the 50 judged FastAPI questions, four times over (once with -
 
 
 def timed(registry: Any, store: Any, ds: str, queries: list[str]) -> tuple[dict[str, Any], list[Any]]:
-    """Each mode's latency, the floor's parts and the floor, hybrid's ratio to it, and this process's
-    memory, after ten questions of warm-up (page cache, first-call allocations); with the questions'
-    vectors (for the HNSW recall)."""
+    """Each mode's latency, the floor's parts and the floor, and hybrid's ratio to it, after ten
+    questions of warm-up (page cache, first-call allocations); with the questions' vectors (for the
+    HNSW recall)."""
     from mcpower.search import search
 
     emb = registry.embedder_for(store.info)
@@ -60,7 +59,6 @@ def timed(registry: Any, store: Any, ds: str, queries: list[str]) -> tuple[dict[
         "hybrid_vs_floor": {
             p: round(hybrid[f"{p}_ms"] / floor_stats[f"{p}_ms"], 3) for p in ("p50", "p95") if floor_stats[f"{p}_ms"]
         },
-        "rss_mb": rss_mb(),
         "load_average": load_avg(),
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),  # sizes are merged across runs
     }
@@ -97,13 +95,3 @@ def print_docs(e: dict[str, Any]) -> None:
         ["hybrid", "semantic", "keyword", "floor", "hybrid x floor", "embed_query", "vector", "keyword part"],
         [[*modes, floor, ratio, *parts]],
     )
-
-
-def rss_mb() -> dict[str, float]:
-    """This process's resident memory now (VmRSS) and at its peak (VmHWM), MB."""
-    out = {}
-    for line in Path("/proc/self/status").read_text().splitlines():
-        key, _, value = line.partition(":")
-        if key in ("VmRSS", "VmHWM"):
-            out[key] = round(int(value.split()[0]) / 1024, 1)
-    return out

@@ -242,8 +242,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "faiss_omp_threads": faiss.omp_get_max_threads(),
         "sizes": {},
     }
-    # The real documentation first (3.4k chunks, half a minute): the smallest size issue 30 names.
-    out["docs"] = docs(args)
     for size in sizes:
         build = build_synthetic(source, root, size)
         ds = build["id"]
@@ -256,12 +254,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         assert isinstance(store, LocalStore)  # the HNSW recall below reads its FAISS index
         assert isinstance(store.manifest, Manifest)  # a dataset on disk, not one built in memory
         entry, qvecs = timed(registry, store, ds, queries)
-        entry = {"dataset": build, "load_s": round(load_s, 2), **entry}
+        entry = {"dataset": build, "load_s": round(load_s, 2), **entry, "rss_mb": rss_mb()}
         if store.manifest.vector_index.kind in ("hnsw", "hnsw_sq"):
             entry["hnsw"] = hnsw_recall(store, np.stack(qvecs))
         out["sizes"][str(size)] = entry
         registry.close()
         del store, registry
+    # The real documentation (3.4k chunks, half a minute), after the sizes whose memory is reported.
+    out["docs"] = docs(args)
     print_docs(out["docs"])
     print_search(out)
     estimate_1m(out, root)
@@ -326,6 +326,16 @@ def hnsw_recall(store: Any, qvecs: Any) -> dict[str, Any]:
         "ef_sweep": sweep,
         "exact_100_queries_ms": exact_ms,
     }
+
+
+def rss_mb() -> dict[str, float]:
+    """This process's resident memory now (VmRSS) and at its peak (VmHWM), MB."""
+    out = {}
+    for line in Path("/proc/self/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            out[key] = round(int(value.split()[0]) / 1024, 1)
+    return out
 
 
 def print_search(out: dict[str, Any]) -> None:

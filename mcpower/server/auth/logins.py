@@ -8,8 +8,8 @@ that way, the SHA-256 of the token it was opened with. On every page request the
 up and its token judged again from that digest (``verifiers.standing``, the rule subscriptions are
 judged by too): a named token revoked or expired, or edited to other datasets, takes its sessions
 with it at once; the single ``MCPOWER_TOKEN`` is fixed while the server runs, and a new one means a
-restart, which ends every session (they live in memory only). An OAuth access token, which only its issuer can revoke, ends
-its sessions at its ``exp``. A session also ends:
+restart, which ends every session (they live in memory only). An OAuth access token, which only
+its issuer can revoke, ends its sessions at its ``exp``. A session also ends:
 
 - :data:`IDLE_S` (8 hours) after its last request, and :data:`ABSOLUTE_S` (24 hours) after sign-in,
   however it is used — a working day;

@@ -189,15 +189,21 @@ def _fresh_temp(target: Path) -> Path:
     for stale in target.parent.glob(f".{target.name}.*.tmp"):
         with suppress(OSError):
             stale.unlink()
-    tmp = target.with_name(f".{target.name}.{secrets.token_hex(8)}.tmp")
-    os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600))
+    tmp, fd = _open_new(target)
+    os.close(fd)
     return tmp
+
+
+def _open_new(path: Path) -> tuple[Path, int]:
+    """A new file beside ``path`` under an unpredictable name no one else could have prepared
+    (O_EXCL, no symlink followed, its owner's alone), and a descriptor writing to it."""
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
+    return tmp, os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600)
 
 
 def _write_new(path: Path, data: bytes) -> None:
     """Replace ``path`` with ``data`` durably, through a new file no one else could have prepared."""
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600)
+    tmp, fd = _open_new(path)
     try:
         os.write(fd, data)
         os.fsync(fd)

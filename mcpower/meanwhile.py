@@ -5,6 +5,10 @@ while the caller does the other, and the search waits for the longer of the two,
 
 A bounded set of workers: when every one is busy (a server answering many searches at once, where
 the cores are busy anyway), both parts run on the caller, one after the other, as before.
+
+One part split in pieces (:func:`shared`): the caller works through them, and a worker that comes
+free meanwhile (the other part done) takes pieces from the other end; no thread waits for a piece
+nobody has begun.
 """
 
 from __future__ import annotations
@@ -54,6 +58,39 @@ def both(here: Callable[[], A], there: Callable[[], B]) -> tuple[A, B]:
         return here(), there()
     first = here()
     return first, future.result()
+
+
+def shared(piece: Callable[[int], None], pieces: int) -> None:
+    """``piece(0)`` to ``piece(pieces - 1)``, each once, in any order and at once where it can be.
+
+    This thread works up from 0; the rest wait in the workers' queue, last first, so a worker that
+    comes free (the other part of :func:`both` done, say) works down from the end. A piece still
+    queued when this thread reaches it is taken back and done here: it waits only for pieces a
+    worker has begun. An exception from any piece is raised here; queued pieces are then dropped.
+    """
+    if pieces <= 1 or WORKERS < 1 or cpus() < 2:
+        for i in range(pieces):
+            piece(i)
+        return
+    queued: dict[int, Future[None]] = {}
+    try:
+        for i in range(pieces - 1, 0, -1):
+            queued[i] = _executor().submit(piece, i)
+    except RuntimeError:  # the interpreter is shutting down: the pieces not queued are done here
+        pass
+    try:
+        piece(0)
+        for i in range(1, pieces):
+            future = queued.get(i)
+            if future is None or future.cancel():
+                piece(i)
+            else:  # begun by a worker, and so is every piece after it: wait for them all
+                for j in range(i, pieces):
+                    queued[j].result()
+                return
+    finally:
+        for future in queued.values():
+            future.cancel()
 
 
 def _forget_the_pool() -> None:

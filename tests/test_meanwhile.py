@@ -106,6 +106,91 @@ def test_an_error_here_is_raised_and_the_worker_finishes_on_its_own() -> None:
     assert finished.wait(PATIENCE)
 
 
+# ------------------------------------------------------------------ one part in pieces
+
+
+def pieces_and_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(meanwhile, "cpus", lambda: 2)  # a worker to share with, whatever runs the tests
+
+
+def test_shared_does_every_piece_once_and_a_free_worker_takes_them_from_the_end(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pieces_and_threads(monkeypatch)
+    last_done = threading.Event()
+    done: list[tuple[int, int]] = []
+
+    def piece(i: int) -> None:
+        if i == 0:  # returns only once the last piece has run: a worker took it meanwhile
+            assert last_done.wait(PATIENCE), "no worker took a piece"
+        done.append((i, threading.get_ident()))
+        if i == 5:
+            last_done.set()
+
+    meanwhile.shared(piece, 6)
+
+    assert sorted(i for i, _ in done) == list(range(6))
+    assert dict(done)[0] == threading.get_ident()
+    assert dict(done)[5] != threading.get_ident()
+
+
+def test_shared_does_every_piece_here_when_every_worker_is_busy(monkeypatch: pytest.MonkeyPatch) -> None:
+    pieces_and_threads(monkeypatch)
+    release = threading.Event()
+    busy = [threading.Event() for _ in range(meanwhile.WORKERS)]
+
+    def occupy(started: threading.Event) -> None:
+        started.set()
+        release.wait(PATIENCE)
+
+    for started in busy:
+        meanwhile._executor().submit(occupy, started)
+    try:
+        assert all(started.wait(PATIENCE) for started in busy)
+        done: list[tuple[int, int]] = []
+        meanwhile.shared(lambda i: done.append((i, threading.get_ident())), 8)  # does not wait for them
+    finally:
+        release.set()
+    assert done == [(i, threading.get_ident()) for i in range(8)]
+
+
+def test_shared_does_every_piece_here_with_one_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(meanwhile, "cpus", lambda: 1)
+    done: list[tuple[int, int]] = []
+    meanwhile.shared(lambda i: done.append((i, threading.get_ident())), 4)
+    assert done == [(i, threading.get_ident()) for i in range(4)]
+
+
+def test_an_error_in_a_piece_on_the_worker_is_raised_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    pieces_and_threads(monkeypatch)
+    failed = threading.Event()
+
+    def piece(i: int) -> None:
+        if i == 0:
+            assert failed.wait(PATIENCE)
+        if i == 3:
+            failed.set()
+            raise DatasetUnavailableError("a piece broke")
+
+    with pytest.raises(DatasetUnavailableError, match="a piece broke"):
+        meanwhile.shared(piece, 4)
+
+
+def test_an_error_in_a_piece_here_is_raised_and_no_piece_runs_twice(monkeypatch: pytest.MonkeyPatch) -> None:
+    pieces_and_threads(monkeypatch)
+    done: list[int] = []
+
+    def piece(i: int) -> None:
+        done.append(i)
+        if i == 1:
+            raise DatasetUnavailableError("a piece broke")
+
+    with pytest.raises(DatasetUnavailableError, match="a piece broke"):
+        meanwhile.shared(piece, 8)
+    meanwhile.both(lambda: None, lambda: None)  # the pool has run or dropped what was queued
+    assert len(done) == len(set(done)) and {0, 1} <= set(done)
+
+
 # ------------------------------------------------------------------ in a search
 
 

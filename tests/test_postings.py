@@ -316,3 +316,47 @@ def test_postings_on_different_grids_are_refused(monkeypatch: pytest.MonkeyPatch
     b = Postings(rows, impacts, 1.0, blockmax.Cells.of(rows, impacts, shift=3))
     with pytest.raises(ValueError, match="different grids"):
         RankedMatches(np.arange(10, dtype=np.int64), [a, b], None).top(3)
+
+
+@pytest.mark.parametrize("pieces", [2, 3, 8])
+@pytest.mark.parametrize("seed", range(4))
+def test_a_count_in_pieces_gives_every_sum_to_the_bit(pieces: int, seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(postings_module, "SHARED_COUNT_POSTINGS", 1)  # every count in pieces
+    monkeypatch.setattr(postings_module, "COUNT_PIECES", pieces)
+    monkeypatch.setattr(postings_module, "BOUND_ROWS", [4, 16][seed % 2])  # pieces of whole blocks, the last short
+    counted: list[int] = []
+    real = postings_module.shared
+
+    def watched(piece, parts):  # type: ignore[no-untyped-def]
+        counted.append(parts)
+        return real(piece, parts)
+
+    monkeypatch.setattr(postings_module, "shared", watched)
+    rng = np.random.default_rng(700 + seed)
+    n = int(rng.integers(pieces * 16 + 1, 6000))
+    ids = np.sort(rng.choice(2**40, n, replace=False)).astype(np.int64)
+    lists = random_lists(rng, n, int(rng.integers(2, 6)))
+    if seed % 2 == 0:  # a phrase FTS5 scored itself, a negative score among them
+        rows = rng.choice(n, 20, replace=False)
+        lists.append(fts_postings(ids, [(int(ids[r]), float(rng.normal(2, 2))) for r in rows]))
+    allowed = None if seed < 2 else np.sort(rng.choice(n, n // 3, replace=False)).astype(np.int64)
+    full = reference(ids, lists, allowed)
+    matches = RankedMatches(ids, lists, allowed)
+
+    for k in (1, 10, 50, n + 10):
+        assert matches.top(k) == full.top(k)
+    some = [*rng.choice(ids, 300).tolist(), 7]
+    assert matches.scores_of(some) == full.scores_of(some)
+    assert np.array_equal(matches.ids, full.ids)
+    assert np.array_equal(matches.scores, full.scores)
+    assert counted == [pieces]  # counted once, in that many pieces
+
+
+def test_a_small_count_is_one_piece(monkeypatch: pytest.MonkeyPatch) -> None:
+    shared: list[int] = []
+    monkeypatch.setattr(postings_module, "shared", lambda piece, parts: shared.append(parts))
+    rng = np.random.default_rng(5)
+    ids = np.arange(3000, dtype=np.int64)
+    lists = random_lists(rng, 3000, 4)
+    assert RankedMatches(ids, lists, None).top(10) == reference(ids, lists, None).top(10)
+    assert shared == []

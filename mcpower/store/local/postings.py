@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from mcpower.meanwhile import shared
 from mcpower.store.local.blockmax import Cells, GaveUp, block_top, ranges
 from mcpower.store.local.keyword import KeywordHits
 
@@ -76,6 +77,10 @@ BOUND_ROWS = 256
 # 0.045 / 0.25 / 0.85 ms for every row at 100k / 300k / 1M chunks (a scratch loop; the whole
 # count's top 50 at 1M: 2.2-2.5 -> 1.6 ms a question; docs/benchmarks.md, round 10).
 HOT_BLOCKS_MIN_ROWS = 200_000
+# A count of this many postings is split in COUNT_PIECES pieces of rows (meanwhile.shared): a
+# worker that comes free during it (the query's vector searched) counts pieces too.
+SHARED_COUNT_POSTINGS = 500_000
+COUNT_PIECES = 8
 
 
 @dataclass(frozen=True)
@@ -277,17 +282,43 @@ class RankedMatches:
             return self._every
         if not self._lists:
             return np.zeros(len(self._ids), dtype=np.float64)
-        # Joined straight into the types bincount works in (it would copy int32 rows to intp again:
-        # 0.90-0.92x the time for 1.7M postings at 1M chunks); the same values, so the same sums.
-        rows = np.concatenate([p.rows for p in self._lists], dtype=np.intp)
-        weights = np.concatenate([p.impacts for p in self._lists], dtype=np.float64)
-        scores = np.bincount(rows, weights=weights, minlength=len(self._ids)).astype(np.float64, copy=False)
-        if self._allowed is not None:
-            mask = np.zeros(len(self._ids), dtype=bool)
-            mask[self._allowed] = True
-            scores[~mask] = 0.0
-        self._every = scores
-        return scores
+        n, lists, allowed = len(self._ids), self._lists, self._allowed
+        pieces = COUNT_PIECES if sum(len(p.rows) for p in lists) >= SHARED_COUNT_POSTINGS else 1
+        # Pieces of whole blocks of rows, each summing its rows' postings into its own part of the sums.
+        step = -(-n // (pieces * BOUND_ROWS)) * BOUND_ROWS
+        bounds = [min(i * step, n) for i in range(pieces + 1)]
+        cuts = [np.searchsorted(p.rows, bounds).tolist() for p in lists]
+        allowed_cuts = np.searchsorted(allowed, bounds).tolist() if allowed is not None else []
+
+        def count(i: int) -> NDArray[np.float64]:
+            lo, hi = bounds[i], bounds[i + 1]
+            # Joined straight into the types bincount works in (it would copy int32 rows to intp
+            # again: 0.90-0.92x the time for 1.7M postings at 1M chunks); the same values, so the
+            # same sums: each row's, in the query's term order from 0.0, whatever the pieces.
+            rows = np.concatenate([p.rows[c[i] : c[i + 1]] for p, c in zip(lists, cuts, strict=True)], dtype=np.intp)
+            if lo:
+                rows -= lo
+            weights = np.concatenate(
+                [p.impacts[c[i] : c[i + 1]] for p, c in zip(lists, cuts, strict=True)], dtype=np.float64
+            )
+            part = np.bincount(rows, weights=weights, minlength=hi - lo).astype(np.float64, copy=False)
+            if allowed is not None:
+                keep = np.zeros(hi - lo, dtype=bool)
+                keep[allowed[allowed_cuts[i] : allowed_cuts[i + 1]] - lo] = True
+                part[~keep] = 0.0
+            return part
+
+        if pieces == 1:
+            self._every = count(0)
+        else:  # a worker that comes free meanwhile (the query's vector searched) counts pieces too
+            every = np.empty(n, dtype=np.float64)
+
+            def into(i: int) -> None:
+                every[bounds[i] : bounds[i + 1]] = count(i)
+
+            shared(into, pieces)
+            self._every = every
+        return self._every
 
     # -- scoring
 

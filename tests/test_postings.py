@@ -360,3 +360,16 @@ def test_a_small_count_is_one_piece(monkeypatch: pytest.MonkeyPatch) -> None:
     lists = random_lists(rng, 3000, 4)
     assert RankedMatches(ids, lists, None).top(10) == reference(ids, lists, None).top(10)
     assert shared == []
+
+
+def test_a_small_datasets_short_lists_are_kept_and_a_large_ones_are_not() -> None:
+    rows = Postings.of(np.arange(100, dtype=np.int32), np.ones(100, np.float32))  # 100 rows
+    small = PostingsCache(3_000)  # every list short: from 1/256 of its chunks kept (11 rows)
+    small.put("term", rows)
+    assert small.get("term") is rows
+    tiny = Postings.of(np.arange(5, dtype=np.int32), np.ones(5, np.float32))
+    small.put("rare", tiny)
+    assert small.get("rare") is None
+    large = PostingsCache(1_000_000)  # 100 rows there cost less to read again than to keep
+    large.put("term", rows)
+    assert large.get("term") is None

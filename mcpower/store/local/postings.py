@@ -45,8 +45,11 @@ if TYPE_CHECKING:
 _ROW = np.dtype("<i4")
 _IMPACT = np.dtype("<f4")
 # Postings this long or longer are kept in memory once read (the common terms: every query that
-# names them reads them again); shorter ones cost less to read than to keep.
-CACHE_MIN_ROWS = 4096
+# names them reads them again); shorter ones cost less to read than to keep. On a dataset of under
+# 4096 x CACHE_MIN_SHARE chunks, lists from 1/CACHE_MIN_SHARE of its chunks are kept: there every
+# list was short and re-read (~60 us each; the keyword side 0.84x at p50 on new questions with
+# them kept, FastAPI docs; 0.89x at 100k; docs/benchmarks.md, round 12).
+CACHE_MIN_ROWS, CACHE_MIN_SHARE = 4096, 256
 # Bytes of postings kept per loaded dataset: a term in half of a million chunks takes 4 MB.
 CACHE_BYTES = 96 << 20
 # When the terms walked reach this share of the chunks, adding everything up is as cheap.
@@ -62,10 +65,9 @@ GIVE_UP_SHARE = 0.1
 # 80 of the 130 below); a list read for the first time cost ~2 ms of cells per term.
 FULL_COUNT_SHARE = 0.6
 # Block-max is tried only on datasets larger than any measured: up to a million chunks adding every
-# posting up (KeywordHits.top over every match) was as fast or faster. Keyword top 50 of 300 new
-# SciFact questions, thread CPU p50 / p95 ms, every posting against block-max (its 0.6 rule
-# included): 300k chunks 5.66 / 16.3 against 7.08 / 16.4; 1M 19.2 / 40.0 against 23.3 / 41.1, and
-# 19.9 / 40.5 against 23.7 / 41.9 (docs/benchmarks.md, round 7). Smaller datasets gain more.
+# posting up was as fast or faster (keyword top 50 of 300 new SciFact questions, thread CPU p50 / p95
+# ms, every posting against block-max with its 0.6 rule: 300k chunks 5.66 / 16.3 against 7.08 / 16.4,
+# 1M 19.2 / 40.0 against 23.3 / 41.1; docs/benchmarks.md, round 7). Smaller datasets gain more.
 BLOCKMAX_MIN_CHUNKS = 2_000_000
 # Rows per block whose maxima bound the k-th score from below when every posting is added up: only
 # the rows at or above it are sorted, not every match (~500k at a million chunks). Keyword top 50
@@ -151,7 +153,7 @@ class PostingsCache:
 
     def put(self, term: str, postings: Postings) -> None:
         size = postings.nbytes if uses_cells(self._chunks) else postings.list_nbytes
-        if len(postings.rows) < CACHE_MIN_ROWS or size > self.budget:
+        if len(postings.rows) < min(CACHE_MIN_ROWS, self._chunks // CACHE_MIN_SHARE) or size > self.budget:
             return
         with self._lock:
             if term in self._lists:

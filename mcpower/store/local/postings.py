@@ -55,9 +55,8 @@ CACHE_BYTES = 96 << 20
 # When the terms walked reach this share of the chunks, adding everything up is as cheap.
 FULL_SCAN_SHARE = 0.25
 # Block-max gives up on its bounds (and adds everything up) when the cells it still has to score
-# hold this share of the chunks. On the synthetic 1M dataset's SciFact questions (load 4-6), at
-# 0.25 the top 50 took p50 16.2 / p95 48.4 ms against every match's 25.7 / 41.8; at 0.1, 22.8 / 36.6
-# against 22.6 / 35.6, the lowest mean (19.9 ms): the p95 is the target.
+# hold this share of the chunks. Synthetic 1M, SciFact questions (load 4-6): at 0.25 the top 50 took
+# p50 16.2 / p95 48.4 ms against every match's 25.7 / 41.8; at 0.1, 22.8 / 36.6 against 22.6 / 35.6.
 GIVE_UP_SHARE = 0.1
 # A query whose lists hold this many postings per chunk is not tried by block-max: it adds
 # everything up at once, without computing cells for lists read for it. On the synthetic 1M
@@ -81,8 +80,7 @@ BOUND_ROWS = 256
 HOT_BLOCKS_MIN_ROWS = 200_000
 # A count of this many postings is split in COUNT_PIECES pieces of rows (meanwhile.shared): a
 # worker that comes free during it (the query's vector searched) counts pieces too.
-SHARED_COUNT_POSTINGS = 500_000
-COUNT_PIECES = 8
+SHARED_COUNT_POSTINGS, COUNT_PIECES = 500_000, 8
 
 
 @dataclass(frozen=True)
@@ -289,8 +287,12 @@ class RankedMatches:
         # Pieces of whole blocks of rows, each summing its rows' postings into its own part of the sums.
         step = -(-n // (pieces * BOUND_ROWS)) * BOUND_ROWS
         bounds = [min(i * step, n) for i in range(pieces + 1)]
-        cuts = [np.searchsorted(p.rows, bounds).tolist() for p in lists]
-        allowed_cuts = np.searchsorted(allowed, bounds).tolist() if allowed is not None else []
+
+        def cut(rows: NDArray[Any]) -> list[int]:  # where each piece's rows start in ``rows``
+            return np.searchsorted(rows, bounds).tolist() if pieces > 1 else [0, len(rows)]
+
+        cuts = [cut(p.rows) for p in lists]
+        allowed_cuts = cut(allowed) if allowed is not None else []
 
         def count(i: int) -> NDArray[np.float64]:
             lo, hi = bounds[i], bounds[i + 1]

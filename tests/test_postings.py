@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from mcpower import meanwhile
 from mcpower.store.local import blockmax
 from mcpower.store.local import postings as postings_module
 from mcpower.store.local.keyword import combine
@@ -325,7 +326,7 @@ def test_a_count_in_pieces_gives_every_sum_to_the_bit(pieces: int, seed: int, mo
     monkeypatch.setattr(postings_module, "COUNT_PIECES", pieces)
     monkeypatch.setattr(postings_module, "BOUND_ROWS", [4, 16][seed % 2])  # pieces of whole blocks, the last short
     counted: list[int] = []
-    real = postings_module.shared
+    real = meanwhile.shared
 
     def watched(piece, parts):  # type: ignore[no-untyped-def]
         counted.append(parts)
@@ -350,6 +351,11 @@ def test_a_count_in_pieces_gives_every_sum_to_the_bit(pieces: int, seed: int, mo
     assert np.array_equal(matches.ids, full.ids)
     assert np.array_equal(matches.scores, full.scores)
     assert counted == [pieces]  # counted once, in that many pieces
+    bound = postings_module.BOUND_ROWS  # each piece's block maxima: every whole block's, the tail left out
+    every = matches._every
+    assert every is not None and matches._tops is not None
+    blocks = n // bound
+    assert np.array_equal(matches._tops, every[: blocks * bound].reshape(blocks, bound).max(axis=1))
 
 
 def test_a_small_count_is_one_piece(monkeypatch: pytest.MonkeyPatch) -> None:

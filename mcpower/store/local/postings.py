@@ -225,6 +225,7 @@ class RankedMatches:
         self._top_k = 0
         self._full: KeywordHits | None = None
         self._every: NDArray[np.float64] | None = None  # every row's BM25, once added up
+        self._tops: NDArray[np.float64] | None = None  # its blocks' maxima, when counted in pieces
 
     # -- KeywordMatches
 
@@ -315,13 +316,15 @@ class RankedMatches:
         if pieces == 1:
             self._every = count(0)
         else:  # a worker that comes free meanwhile (the query's vector searched) counts pieces too
-            every = np.empty(n, dtype=np.float64)
+            every, tops = np.empty(n, dtype=np.float64), np.empty(n // BOUND_ROWS, dtype=np.float64)
 
-            def into(i: int) -> None:
-                every[bounds[i] : bounds[i + 1]] = count(i)
+            def into(i: int) -> None:  # and the maxima of its whole blocks, while they are in cache
+                every[bounds[i] : bounds[i + 1]] = part = count(i)
+                first, end = bounds[i] // BOUND_ROWS, bounds[i + 1] // BOUND_ROWS
+                tops[first:end] = part[: (end - first) * BOUND_ROWS].reshape(-1, BOUND_ROWS).max(axis=1)
 
             shared(into, pieces)
-            self._every = every
+            self._every, self._tops = every, tops
         return self._every
 
     # -- scoring
@@ -351,7 +354,7 @@ class RankedMatches:
         blocks = len(scores) // BOUND_ROWS
         tops = None
         if threshold <= 0 and blocks > k:
-            tops = scores[: blocks * BOUND_ROWS].reshape(blocks, BOUND_ROWS).max(axis=1)
+            tops = self._tops if self._tops is not None else scores[: blocks * BOUND_ROWS].reshape(blocks, -1).max(1)
             threshold = float(np.partition(tops, blocks - k)[blocks - k])
         if threshold <= 0:
             return self._everything().top(k)

@@ -320,8 +320,7 @@ class RankedMatches:
 
             def into(i: int) -> None:  # and the maxima of its whole blocks, while they are in cache
                 every[bounds[i] : bounds[i + 1]] = part = count(i)
-                first, end = bounds[i] // BOUND_ROWS, bounds[i + 1] // BOUND_ROWS
-                tops[first:end] = part[: (end - first) * BOUND_ROWS].reshape(-1, BOUND_ROWS).max(axis=1)
+                tops[bounds[i] // BOUND_ROWS : bounds[i + 1] // BOUND_ROWS] = _block_maxima(part)
 
             shared(into, pieces)
             self._every, self._tops = every, tops
@@ -354,7 +353,7 @@ class RankedMatches:
         blocks = len(scores) // BOUND_ROWS
         tops = None
         if threshold <= 0 and blocks > k:
-            tops = self._tops if self._tops is not None else scores[: blocks * BOUND_ROWS].reshape(blocks, -1).max(1)
+            tops = self._tops if self._tops is not None else _block_maxima(scores)
             threshold = float(np.partition(tops, blocks - k)[blocks - k])
         if threshold <= 0:
             return self._everything().top(k)
@@ -396,6 +395,13 @@ class RankedMatches:
                     break
         keep = scores > 0
         return self._best(candidates[keep], scores[keep], k)
+
+
+def _block_maxima(sums: NDArray[np.float64]) -> NDArray[np.float64]:
+    """The highest of each whole :data:`BOUND_ROWS`-row block of ``sums`` (a shorter tail has none)."""
+    blocks = len(sums) // BOUND_ROWS
+    out: NDArray[np.float64] = sums[: blocks * BOUND_ROWS].reshape(blocks, BOUND_ROWS).max(axis=1)
+    return out
 
 
 def _members(rows: NDArray[np.int64], allowed: NDArray[np.int64]) -> NDArray[np.bool_]:

@@ -68,7 +68,7 @@ def shared(piece: Callable[[int], None], pieces: int) -> None:
     queued when this thread reaches it is taken back and done here: it waits only for pieces a
     worker has begun. An exception from any piece is raised here; queued pieces are then dropped.
     """
-    if pieces <= 1 or WORKERS < 1 or cpus() < 2:
+    if pieces <= 1 or cpus() < 2:
         for i in range(pieces):
             piece(i)
         return

@@ -109,14 +109,14 @@ def test_an_error_here_is_raised_and_the_worker_finishes_on_its_own() -> None:
 # ------------------------------------------------------------------ one part in pieces
 
 
-def pieces_and_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+def two_cpus(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(meanwhile, "cpus", lambda: 2)  # a worker to share with, whatever runs the tests
 
 
 def test_shared_does_every_piece_once_and_a_free_worker_takes_them_from_the_end(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    pieces_and_threads(monkeypatch)
+    two_cpus(monkeypatch)
     last_done = threading.Event()
     done: list[tuple[int, int]] = []
 
@@ -135,7 +135,7 @@ def test_shared_does_every_piece_once_and_a_free_worker_takes_them_from_the_end(
 
 
 def test_shared_does_every_piece_here_when_every_worker_is_busy(monkeypatch: pytest.MonkeyPatch) -> None:
-    pieces_and_threads(monkeypatch)
+    two_cpus(monkeypatch)
     release = threading.Event()
     busy = [threading.Event() for _ in range(meanwhile.WORKERS)]
 
@@ -162,7 +162,7 @@ def test_shared_does_every_piece_here_with_one_cpu(monkeypatch: pytest.MonkeyPat
 
 
 def test_an_error_in_a_piece_on_the_worker_is_raised_here(monkeypatch: pytest.MonkeyPatch) -> None:
-    pieces_and_threads(monkeypatch)
+    two_cpus(monkeypatch)
     failed = threading.Event()
 
     def piece(i: int) -> None:
@@ -177,7 +177,7 @@ def test_an_error_in_a_piece_on_the_worker_is_raised_here(monkeypatch: pytest.Mo
 
 
 def test_an_error_in_a_piece_here_is_raised_and_no_piece_runs_twice(monkeypatch: pytest.MonkeyPatch) -> None:
-    pieces_and_threads(monkeypatch)
+    two_cpus(monkeypatch)
     done: list[int] = []
 
     def piece(i: int) -> None:

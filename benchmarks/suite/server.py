@@ -219,22 +219,31 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for q in MCP_QUERIES * 2:  # warm-up: the stores and the model load after the handshake
             client.call_tool("knowledge_search", {"query": q, "dataset": "fastapi"})
         mem_warm = client.memory()
-        rtt, core, bare_rtt, results = [], [], [], 0
+        rtt: list[float] = []
+        core: list[float] = []
+        bare_rtt: list[float] = []
+        found: list[int] = []
         with answering(client.call_tool("knowledge_search", search_args)) as bare_client:
+
+            def ask_mcpower(i: int) -> None:
+                t = time.perf_counter()
+                r = client.call_tool(
+                    "knowledge_search", {"query": MCP_QUERIES[i % len(MCP_QUERIES)], "dataset": "fastapi"}
+                )
+                rtt.append(time.perf_counter() - t)
+                core.append(r["structuredContent"]["meta"]["duration_ms"] / 1000)  # Registry.search, in the server
+                found.append(len(r["structuredContent"]["results"]))
+
+            def ask_bare(i: int) -> None:
+                t = time.perf_counter()
+                bare_client.call_tool("result", {})
+                bare_rtt.append(time.perf_counter() - t)
+
             for i in range(calls):
                 # In turn with the bare server, which of the two first alternating: both see the same machine.
-                for side in ("mcpower", "bare") if i % 2 == 0 else ("bare", "mcpower"):
-                    t = time.perf_counter()
-                    if side == "bare":
-                        bare_client.call_tool("result", {})
-                        bare_rtt.append(time.perf_counter() - t)
-                        continue
-                    r = client.call_tool(
-                        "knowledge_search", {"query": MCP_QUERIES[i % len(MCP_QUERIES)], "dataset": "fastapi"}
-                    )
-                    rtt.append(time.perf_counter() - t)
-                    core.append(r["structuredContent"]["meta"]["duration_ms"] / 1000)  # Registry.search, in the server
-                    results += len(r["structuredContent"]["results"])
+                for ask in (ask_mcpower, ask_bare) if i % 2 == 0 else (ask_bare, ask_mcpower):
+                    ask(i)
+        results = sum(found)
         mem_after = client.memory()
         rtt_all = []  # without `dataset`: every call rescans the datasets folder and searches all datasets
         for i in range(min(calls, 50)):

@@ -7,7 +7,7 @@ the corpus): a vocabulary of terms in 0.05% to 45% of N chunks (log-uniform), BM
 queries of MIN to MAX of them (a SciFact claim names 10-30 words, many of them common). For each
 query, interleaved in a rotating order, what search asks of the keyword side — the top 50 and the
 BM25 of 50 other chunks — three ways: `keyword.combine` (every match scored, as before issue 30),
-`RankedMatches(method="maxscore")` (MaxScore, the lists with their dense copies as it had them) and
+`MaxScoreMatches` (store/local/maxscore.py: MaxScore, the lists with their dense copies as it had them) and
 `RankedMatches()` (block-max bounds, store/local/blockmax.py, the lists as the store now makes them).
 The three answers are checked equal. With ``--allowed``, each query again under a filter that
 allows that share of the chunks (random rows, as chunk ids fall). Prints p50 / p95 of thread CPU
@@ -25,6 +25,7 @@ import numpy as np
 from suite.report import load_avg
 
 from mcpower.store.local.keyword import combine
+from mcpower.store.local.maxscore import MaxScoreMatches
 from mcpower.store.local.postings import Postings, RankedMatches
 
 VOCABULARY = 64  # distinct terms; their shares of the chunks spread log-uniformly over SHARES
@@ -74,7 +75,7 @@ def main() -> None:
                 return hits.top(50), hits.scores_of(others)
 
             def maxscore(q: list[int] = q, others: Any = others, allowed: Any = allowed) -> Any:
-                matches = RankedMatches(ids, [lists[t] for t in q], allowed, method="maxscore")
+                matches = MaxScoreMatches(ids, [lists[t] for t in q], allowed)
                 return matches.top(50), matches.scores_of(others)
 
             def blockmax(q: list[int] = q, others: Any = others, allowed: Any = allowed) -> Any:

@@ -1,4 +1,4 @@
-"""Keyword matches scored on demand (store/local/postings.py): MaxScore's top k and the scores of
+"""Keyword matches scored on demand (store/local/postings.py): the top k (block-max, MaxScore) and the scores of
 given chunks equal scoring every match (keyword.combine), to the bit, ties and filters included."""
 
 from __future__ import annotations
@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 
 from mcpower import meanwhile
-from mcpower.store.local import blockmax
+from mcpower.store.local import blockmax, maxscore
 from mcpower.store.local import postings as postings_module
 from mcpower.store.local.keyword import combine
+from mcpower.store.local.maxscore import MaxScoreMatches
 from mcpower.store.local.postings import Postings, PostingsCache, RankedMatches, fts_postings, postings_of
 
 
@@ -44,9 +45,11 @@ def force_blockmax(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(postings_module, "FULL_COUNT_SHARE", 100.0)
 
 
-@pytest.mark.parametrize("method", ["blockmax", "maxscore"])
+@pytest.mark.parametrize("method", [RankedMatches, MaxScoreMatches])
 @pytest.mark.parametrize("seed", range(12))
-def test_top_k_and_scores_equal_scoring_every_match(seed: int, method: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_top_k_and_scores_equal_scoring_every_match(
+    seed: int, method: type[RankedMatches], monkeypatch: pytest.MonkeyPatch
+) -> None:
     if seed % 3 == 1:  # small cells and batches: many cells skipped, many batches
         monkeypatch.setattr(blockmax, "CELL_SHIFT", 2)
         monkeypatch.setattr(blockmax, "FIRST_CELLS", 1)
@@ -61,11 +64,11 @@ def test_top_k_and_scores_equal_scoring_every_match(seed: int, method: str, monk
         lists.append(fts_postings(ids, [(int(ids[r]), float(rng.normal(2, 2))) for r in rows]))
     allowed = None if seed % 2 else np.sort(rng.choice(n, n // 3, replace=False)).astype(np.int64)
     if seed % 4 == 1:  # the walk never falls back to adding everything up
-        monkeypatch.setattr(postings_module, "FULL_SCAN_SHARE", 10.0)
+        monkeypatch.setattr(maxscore, "FULL_SCAN_SHARE", 10.0)
     if seed % 2 == 0:  # block-max tried on every query, however few chunks and many postings
         force_blockmax(monkeypatch)
     full = reference(ids, lists, allowed)
-    matches = RankedMatches(ids, lists, allowed, method)  # type: ignore[arg-type]
+    matches = method(ids, lists, allowed)
 
     for k in (1, 5, 10, 50, 3, n + 10):
         assert matches.top(k) == full.top(k)

@@ -11,13 +11,8 @@ and the BM25 of the semantic side's candidates. So:
   :class:`PostingsCache`. Below :data:`BLOCKMAX_MIN_CHUNKS`, or for a question whose lists hold
   :data:`FULL_COUNT_SHARE` postings a chunk, every posting is added up instead: cheaper there;
   only the rows at or above a lower bound of the k-th score (the maxima of blocks of rows) are sorted.
-- **top(k)** by MaxScore is kept beside it, to be measured against (benchmarks/keyword_scale.py),
-  and exact too (Turtle & Flood, 1995): a chunk's BM25 is the sum of its terms' impacts,
-  and a term adds at most its highest impact. Terms are taken from the highest such bound down; the
-  chunks holding the terms taken so far are the candidates, scored in full. Once the bounds of the
-  terms not taken add up to less than the k-th best candidate's score, no other chunk can reach
-  the top k: the answer is exact. The common terms (low idf, long lists) are never walked, only
-  looked up for the candidates.
+- **top(k)** by MaxScore (maxscore.py) is kept beside it, to be measured against
+  (benchmarks/keyword_scale.py).
 - **scores_of(ids)** looks each chunk up in each term's list (binary search: the lists are sorted).
 
 Every score is summed in the query's term order, starting from 0.0, exactly as
@@ -31,7 +26,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -52,8 +47,6 @@ _IMPACT = np.dtype("<f4")
 CACHE_MIN_ROWS, CACHE_MIN_SHARE = 4096, 256
 # Bytes of postings kept per loaded dataset: a term in half of a million chunks takes 4 MB.
 CACHE_BYTES = 96 << 20
-# When the terms walked reach this share of the chunks, adding everything up is as cheap.
-FULL_SCAN_SHARE = 0.25
 # Block-max gives up on its bounds (and adds everything up) when the cells it still has to score
 # hold this share of the chunks. Synthetic 1M, SciFact questions (load 4-6): at 0.25 the top 50 took
 # p50 16.2 / p95 48.4 ms against every match's 25.7 / 41.8; at 0.1, 22.8 / 36.6 against 22.6 / 35.6.
@@ -208,8 +201,8 @@ class RankedMatches:
     """The chunks a keyword query matched (KeywordMatches), scored only as far as asked.
 
     ``lists`` are the query's postings in its term order; ``allowed`` the rows a filter lets
-    through, ascending (None: all). ``method`` finds the top k by block-max bounds (blockmax.py)
-    or by MaxScore (kept to be measured against: benchmarks/keyword_scale.py); both are exact.
+    through, ascending (None: all). The top k is found by block-max bounds (blockmax.py), or by
+    every posting added up where that is cheaper; both are exact.
     """
 
     def __init__(
@@ -217,10 +210,8 @@ class RankedMatches:
         ids: NDArray[np.int64],
         lists: Sequence[Postings],
         allowed: NDArray[np.int64] | None,
-        method: Literal["blockmax", "maxscore"] = "blockmax",
     ) -> None:
         self._ids, self._lists, self._allowed = ids, [p for p in lists if len(p.rows)], allowed
-        self._method = method
         self._top: list[tuple[int, float]] | None = None
         self._top_k = 0
         self._full: KeywordHits | None = None
@@ -235,7 +226,7 @@ class RankedMatches:
             return self._top[:k]  # a deeper ask of an exhausted list, or a shallower one: a prefix
         if k <= 0 or not self._lists:
             return []
-        best = self._blockmax(k) if self._method == "blockmax" else self._maxscore(k)
+        best = self._find(k)
         self._top, self._top_k = best, k
         return best
 
@@ -335,7 +326,8 @@ class RankedMatches:
             total += p.lookup(rows)
         return total
 
-    def _blockmax(self, k: int) -> list[tuple[int, float]]:
+    def _find(self, k: int) -> list[tuple[int, float]]:
+        """The best ``k``: by block-max bounds where they may pay, else every posting added up."""
         n = len(self._ids)
         if not uses_cells(n) or sum(len(p.rows) for p in self._lists) >= FULL_COUNT_SHARE * n:
             return self._counted(k, 0.0)
@@ -371,30 +363,6 @@ class RankedMatches:
         ids = self._ids[rows]
         order = np.lexsort((ids, -scores))[:k]
         return list(zip(ids[order].tolist(), scores[order].tolist()))
-
-    def _maxscore(self, k: int) -> list[tuple[int, float]]:
-        n = len(self._ids)
-        by_bound = sorted(range(len(self._lists)), key=lambda i: -self._lists[i].bound)
-        rest = [sum(self._lists[i].bound for i in by_bound[j:]) for j in range(len(by_bound) + 1)]
-        candidates = np.zeros(0, dtype=np.int64)  # rows holding a term taken so far (the filter's only)
-        scores = np.zeros(0, dtype=np.float64)  # their full BM25, every term counted
-        walked_rows = 0
-        for taken, i in enumerate(by_bound, start=1):
-            postings = self._lists[i]
-            walked_rows += len(postings.rows)
-            if walked_rows >= FULL_SCAN_SHARE * n and taken < len(by_bound):
-                return self._everything().top(k)  # most chunks walked anyway: add everything up
-            new = np.setdiff1d(postings.rows.astype(np.int64), candidates, assume_unique=True)
-            if self._allowed is not None:
-                new = new[_members(new, self._allowed)]
-            candidates = np.concatenate([candidates, new])
-            scores = np.concatenate([scores, self._scores(new)])  # a candidate is scored once, in full
-            if len(candidates) >= k:
-                kth = np.partition(scores, len(scores) - k)[len(scores) - k]
-                if rest[taken] < kth * (1 - 1e-9):  # no chunk outside can reach the k-th score
-                    break
-        keep = scores > 0
-        return self._best(candidates[keep], scores[keep], k)
 
 
 def _block_maxima(sums: NDArray[np.float64]) -> NDArray[np.float64]:

@@ -164,9 +164,16 @@ class PlaceTable:
         columns = {n: np.concatenate(p) if p else np.zeros(0, dtype=np.int64) for n, p in parts.items()}
         if len(columns["id"]) > 1 and not (columns["id"][1:] > columns["id"][:-1]).all():
             raise ValueError("chunk ids not unique")
+        shared: dict[tuple[type, Any], Any] = {}
+
+        def same(value: Any) -> Any:  # one object for a value documents share (a type, an ingest's time)
+            return shared.setdefault((type(value), value), value)
+
         documents = {
-            row[0]: row[1:]
-            for row in db.execute(f"SELECT id, path, title, file_type, indexed_at, size, mtime FROM {DOCUMENTS}")
+            i: (path, title, same(file_type), same(indexed_at), size, mtime)
+            for i, path, title, file_type, indexed_at, size, mtime in db.execute(
+                f"SELECT id, path, title, file_type, indexed_at, size, mtime FROM {DOCUMENTS}"
+            )
         }
         return cls(columns, list(codes["heading"]), list(codes["language"]), documents)
 

@@ -41,9 +41,11 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-# Datasets up to this many chunks keep their places in memory: ~45 bytes a chunk in columns, and
-# their distinct headings (a million chunks: ~N MB; reading them ~N s, in the background).
-MAX_PLACES_CHUNKS = 4_000_000
+# Datasets up to this many chunks keep their places in memory: ~45 bytes a chunk in columns, ~500
+# a document, and each distinct heading once. The synthetic million (four chunks a document, each
+# its own heading) took 233 MB more and 8 s of CPU to read them, in the background; twice that is
+# the most held.
+MAX_PLACES_CHUNKS = 2_000_000
 # Up to this many chunks, every chunk's hit is made once and kept (about 1 KB each): answering
 # from them is cheaper again than making ~50 hits a search from the columns (~0.1 ms).
 MAX_HITS_CHUNKS = 10_000

@@ -24,17 +24,14 @@ DOCS_ROUNDS = 4  # the 50 judged FastAPI questions, four times over (once with -
 
 def timed(registry: Any, store: Any, ds: str, queries: list[str]) -> tuple[dict[str, Any], list[Any]]:
     """Each mode's latency, the floor's parts and the floor, and hybrid's ratio to it, after ten
-    questions of warm-up (page cache, first-call allocations, the places a served store holds);
-    with the questions' vectors (for the HNSW recall)."""
+    questions of warm-up (page cache, first-call allocations); with the questions' vectors (for the
+    HNSW recall)."""
     from mcpower.search import search
 
     emb = registry.embedder_for(store.info)
     for q in queries[:10]:
         for mode in MODES:
             search(registry, q, ds, 10, mode)
-    settle = getattr(store, "settle", None)  # a local store's: what a served one reads on a thread of its own
-    if settle is not None:  # after a few searches (its places), read by now
-        settle()
     times: dict[str, list[float]] = {m: [] for m in MODES}
     parts: dict[str, list[float]] = {"embed_query": [], "vector": [], "keyword": []}
     qvecs: list[Any] = []

@@ -28,7 +28,7 @@ from mcpower.store.faiss_file import check_index_file
 from mcpower.store.local.filters import FilterCache
 from mcpower.store.local.fts import query_phrases
 from mcpower.store.local.keyword import COLUMN_WEIGHTS, chunk_ids, read_postings_by_term
-from mcpower.store.local.places import Places
+from mcpower.store.local.places import Places, read_rows
 from mcpower.store.local.pool import ConnectionPool
 from mcpower.store.local.postings import PostingsCache, RankedMatches, fts_postings, postings_of
 from mcpower.store.local.schema import (
@@ -81,7 +81,7 @@ class LocalStore:
         self._missing = missing
         self._hit_sql = hit_sql(missing)
         self._place_sql = hit_sql(missing, text=False)  # the same rows without their text
-        self._places = Places(len(ids), self._db.connection, missing)  # every chunk's place, in memory once read
+        self._places = Places(len(ids), read_rows(self._db.connection, self._place_sql))  # a small dataset's, in memory
         self._filters = FilterCache(ids, self._db)  # the chunks each recent filter allows
         self._postings_cache = PostingsCache(len(ids))  # the common terms' long postings, once read
         # The languages a query is analysed under (the dataset's), or None: the keyword index was
@@ -160,17 +160,12 @@ class LocalStore:
             return {}
         places = None if text else self._places.table()
         if places is not None:
-            return places.hits(ids)
+            return {i: places[i] for i in ids if i in places}
         marks = ",".join("?" * len(ids))
         sql = self._hit_sql if text else self._place_sql
         with self._db.connection() as db:
             rows = db.execute(f"{sql} WHERE c.id IN ({marks})", list(ids)).fetchall()
         return {hit.id: hit for hit in map(ChunkHit.of_row, rows)}
-
-    def settle(self) -> None:
-        """Finish what a served store reads on a thread of its own (its places table, places.py),
-        now: benchmarks time the steady state with it."""
-        self._places.load()
 
     def neighbors(self, hit: ChunkHit, before: int, after: int) -> list[ChunkHit]:
         """The chunks of ``hit``'s document from ``before`` ahead of it to ``after`` behind it, in order."""

@@ -72,10 +72,18 @@ def shared(piece: Callable[[int], None], pieces: int) -> None:
         for i in range(pieces):
             piece(i)
         return
+    # Queued pieces reach ``piece`` (and the data it holds) through ``held``, emptied when this call
+    # ends: a piece taken back stays in the workers' queue, cancelled, until a worker comes to it.
+    held = [piece]
+
+    def queued_piece(i: int) -> None:
+        for run in held[:1]:  # none once this call has ended (with an error: the rest are not needed)
+            run(i)
+
     queued: dict[int, Future[None]] = {}
     try:
         for i in range(pieces - 1, 0, -1):
-            queued[i] = _executor().submit(piece, i)
+            queued[i] = _executor().submit(queued_piece, i)
     except RuntimeError:  # the interpreter is shutting down: the pieces not queued are done here
         pass
     try:
@@ -91,6 +99,7 @@ def shared(piece: Callable[[int], None], pieces: int) -> None:
     finally:
         for future in queued.values():
             future.cancel()
+        held.clear()
 
 
 def _forget_the_pool() -> None:

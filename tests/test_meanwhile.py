@@ -3,10 +3,12 @@ side raised, and both on the caller when every worker is busy."""
 
 from __future__ import annotations
 
+import gc
 import os
 import select
 import signal
 import threading
+import weakref
 from pathlib import Path
 
 import pytest
@@ -152,6 +154,39 @@ def test_shared_does_every_piece_here_when_every_worker_is_busy(monkeypatch: pyt
     finally:
         release.set()
     assert done == [(i, threading.get_ident()) for i in range(8)]
+
+
+def test_pieces_taken_back_hold_nothing_of_the_work_once_it_is_done(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The pieces a caller took back wait, cancelled, in the workers' queue until a worker comes to
+    # them: they must not keep the count's arrays (8 MB at a million chunks) alive meanwhile.
+    two_cpus(monkeypatch)
+    release = threading.Event()
+    busy = [threading.Event() for _ in range(meanwhile.WORKERS)]
+
+    def occupy(started: threading.Event) -> None:
+        started.set()
+        release.wait(PATIENCE)
+
+    class Work:  # what a count's pieces hold: its arrays
+        def __init__(self) -> None:
+            self.done: list[int] = []
+
+        def piece(self, i: int) -> None:
+            self.done.append(i)
+
+    for started in busy:
+        meanwhile._executor().submit(occupy, started)
+    try:
+        assert all(started.wait(PATIENCE) for started in busy)
+        work = Work()
+        gone = weakref.ref(work)
+        meanwhile.shared(work.piece, 8)
+        assert work.done == list(range(8))
+        del work
+        gc.collect()
+        assert gone() is None  # while its pieces still wait in the queue behind the busy workers
+    finally:
+        release.set()
 
 
 def test_shared_does_every_piece_here_with_one_cpu(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mcpower.store.local.postings import RankedMatches, _members
+from mcpower.store.local.postings import RankedMatches, members
 
 # When the terms walked reach this share of the chunks, adding everything up is as cheap.
 FULL_SCAN_SHARE = 0.25
@@ -35,7 +35,7 @@ class MaxScoreMatches(RankedMatches):
                 return self._everything().top(k)  # most chunks walked anyway: add everything up
             new = np.setdiff1d(postings.rows.astype(np.int64), candidates, assume_unique=True)
             if self._allowed is not None:
-                new = new[_members(new, self._allowed)]
+                new = new[members(new, self._allowed)]
             candidates = np.concatenate([candidates, new])
             scores = np.concatenate([scores, self._scores(new)])  # a candidate is scored once, in full
             if len(candidates) >= k:

@@ -238,7 +238,7 @@ class RankedMatches:
         known[known] = self._ids[at[known]] == wanted[known]
         rows, wanted = at[known].astype(np.int64), wanted[known]
         if self._allowed is not None:
-            keep = _members(rows, self._allowed)
+            keep = members(rows, self._allowed)
             rows, wanted = rows[keep], wanted[keep]
         # The same sums either way: the rows' scores once every posting was added up, else a lookup
         # of each row in each list.
@@ -372,7 +372,7 @@ def _block_maxima(sums: NDArray[np.float64]) -> NDArray[np.float64]:
     return out
 
 
-def _members(rows: NDArray[np.int64], allowed: NDArray[np.int64]) -> NDArray[np.bool_]:
+def members(rows: NDArray[np.int64], allowed: NDArray[np.int64]) -> NDArray[np.bool_]:
     """Which of ``rows`` are in ``allowed`` (ascending)."""
     at = np.searchsorted(allowed, rows)
     inside = at < len(allowed)

@@ -9,6 +9,8 @@ import select
 import signal
 import threading
 import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -136,8 +138,9 @@ def test_shared_does_every_piece_once_and_a_free_worker_takes_them_from_the_end(
     assert dict(done)[5] != threading.get_ident()
 
 
-def test_shared_does_every_piece_here_when_every_worker_is_busy(monkeypatch: pytest.MonkeyPatch) -> None:
-    two_cpus(monkeypatch)
+@contextmanager
+def every_worker_busy() -> Iterator[None]:
+    """Every worker of the pool kept busy (each has begun a task that waits) until the block ends."""
     release = threading.Event()
     busy = [threading.Event() for _ in range(meanwhile.WORKERS)]
 
@@ -149,10 +152,16 @@ def test_shared_does_every_piece_here_when_every_worker_is_busy(monkeypatch: pyt
         meanwhile._executor().submit(occupy, started)
     try:
         assert all(started.wait(PATIENCE) for started in busy)
-        done: list[tuple[int, int]] = []
-        meanwhile.shared(lambda i: done.append((i, threading.get_ident())), 8)  # does not wait for them
+        yield
     finally:
         release.set()
+
+
+def test_shared_does_every_piece_here_when_every_worker_is_busy(monkeypatch: pytest.MonkeyPatch) -> None:
+    two_cpus(monkeypatch)
+    done: list[tuple[int, int]] = []
+    with every_worker_busy():
+        meanwhile.shared(lambda i: done.append((i, threading.get_ident())), 8)  # does not wait for them
     assert done == [(i, threading.get_ident()) for i in range(8)]
 
 
@@ -160,12 +169,6 @@ def test_pieces_taken_back_hold_nothing_of_the_work_once_it_is_done(monkeypatch:
     # The pieces a caller took back wait, cancelled, in the workers' queue until a worker comes to
     # them: they must not keep the count's arrays (8 MB at a million chunks) alive meanwhile.
     two_cpus(monkeypatch)
-    release = threading.Event()
-    busy = [threading.Event() for _ in range(meanwhile.WORKERS)]
-
-    def occupy(started: threading.Event) -> None:
-        started.set()
-        release.wait(PATIENCE)
 
     class Work:  # what a count's pieces hold: its arrays
         def __init__(self) -> None:
@@ -174,10 +177,7 @@ def test_pieces_taken_back_hold_nothing_of_the_work_once_it_is_done(monkeypatch:
         def piece(self, i: int) -> None:
             self.done.append(i)
 
-    for started in busy:
-        meanwhile._executor().submit(occupy, started)
-    try:
-        assert all(started.wait(PATIENCE) for started in busy)
+    with every_worker_busy():
         work = Work()
         gone = weakref.ref(work)
         meanwhile.shared(work.piece, 8)
@@ -185,8 +185,6 @@ def test_pieces_taken_back_hold_nothing_of_the_work_once_it_is_done(monkeypatch:
         del work
         gc.collect()
         assert gone() is None  # while its pieces still wait in the queue behind the busy workers
-    finally:
-        release.set()
 
 
 def test_shared_does_every_piece_here_with_one_cpu(monkeypatch: pytest.MonkeyPatch) -> None:

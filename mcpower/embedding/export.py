@@ -3,7 +3,11 @@
 and ``-int8.onnx`` (quantised).
 
 The export needs torch and transformers (seconds of import time) and runs once per graph made from
-it (the plain export itself is not kept once fused). The
+it (the plain export itself is not kept once fused). A model that cannot be fused keeps its plain
+graph under the fused name, so the attempt is not repeated on every load; a fusion that failed for a
+cause that may pass (the child timed out or was killed, memory or disk ran out) keeps the plain
+export under its own name, which is loaded meanwhile, and is tried again by a later load, at most
+FUSE_TRIES times in all (``-fused.onnx.tries`` counts them). The
 cache is trusted no further than it must be: the folder is created private (0700) and must belong
 to this user; exports are written under unpredictable temporary names (O_EXCL, no symlinks
 followed) and renamed into place; each carries a sidecar with its sha256, checked on every load
@@ -18,6 +22,7 @@ import inspect
 import logging
 import os
 import secrets
+import shutil
 import stat
 import warnings
 from collections.abc import Callable, Iterator
@@ -26,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from mcpower.checksums import FileHashes, private_folder
-from mcpower.embedding.fusion import fuse, onnxruntime_tools
+from mcpower.embedding.fusion import NotFused, fuse, onnxruntime_tools
 from mcpower.embedding.model import ModelSpec
 from mcpower.errors import EmbeddingModelError
 
@@ -34,6 +39,9 @@ logger = logging.getLogger(__name__)
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _SIDECAR = ".sha256"
+_TRIES = ".tries"
+# Fusions that failed for a cause that may pass, at most, before the plain graph is kept for good.
+FUSE_TRIES = 3
 # Part of the cache key: bump it whenever the export or quantisation changes, so a cached file made
 # by an older recipe is replaced, not silently reused (an export from before eager attention ran
 # int8 ingest at 38 chunks/s against 65 for the current one).
@@ -49,7 +57,8 @@ def export_onnx(
 
     The plain export is what the other two are made from; it is not kept beside the fused graph
     (90 MB for the packaged model, 470 MB for the multilingual one): an int8 graph asked for later
-    is made from a fresh export.
+    is made from a fresh export. While a fusion that may yet succeed is pending (the module
+    docstring), the plain export is kept and is what fp32 sessions load.
 
     Raises:
         EmbeddingModelError: the cache folder is unusable, or the export or the quantisation failed.
@@ -57,6 +66,7 @@ def export_onnx(
     hashes = hashes or FileHashes(cache_dir)
     folder = cache_dir / "onnx" / spec.fingerprint
     plain = folder / f"model-r{EXPORT_RECIPE}.onnx"
+    tries = folder / f"model-r{EXPORT_RECIPE}-fused.onnx{_TRIES}"
 
     def export(tmp: Path) -> None:
         _drop_older_recipes(folder)
@@ -73,15 +83,46 @@ def export_onnx(
 
     def fused_graph(tmp: Path) -> None:
         with _plain_graph(plain, export, hashes) as source:
-            fuse(source, tmp, spec)
-        for done_with in (plain, plain.with_name(plain.name + _SIDECAR)):  # we hold the folder's lock
+            try:
+                fuse(source, tmp, spec)
+            except NotFused as e:
+                not_fused(e, source, tmp)
+        for done_with in (plain, plain.with_name(plain.name + _SIDECAR), tries):  # we hold the folder's lock
             done_with.unlink(missing_ok=True)
+
+    def not_fused(e: NotFused, source: Path, tmp: Path) -> None:
+        attempt = _count(tries) + 1
+        if e.lasting or attempt >= FUSE_TRIES:
+            why = e.why if e.lasting else f"{e.why}; {attempt} tries"
+            logger.info("%s: kept the plain ONNX graph, not fused (%s)", spec.name, why)
+            shutil.copyfile(source, tmp)
+            return
+        logger.info(
+            "%s: the ONNX graph was not fused this time (%s); the plain graph is used, and a later start "
+            "tries again (%d of %d tries made)",
+            spec.name,
+            e.why,
+            attempt,
+            FUSE_TRIES,
+            extra={"event": "model.fuse.postponed", "notice": True},
+        )
+        _write_new(tries, str(attempt).encode())
+        if source != plain:  # a fresh export: kept for the next try, and loaded meanwhile
+            _publish(source, plain)
+        raise _Postponed from e
 
     if quantized:
         return _cached(folder / f"model-r{EXPORT_RECIPE}-int8.onnx", int8, hashes)
     if not fused:
         return _cached(plain, export, hashes)
-    return _cached(folder / f"model-r{EXPORT_RECIPE}-fused.onnx", fused_graph, hashes)
+    try:
+        return _cached(folder / f"model-r{EXPORT_RECIPE}-fused.onnx", fused_graph, hashes)
+    except _Postponed:
+        return plain
+
+
+class _Postponed(Exception):
+    """The fused graph was not made this time; the plain export is cached, to be loaded meanwhile."""
 
 
 @contextmanager
@@ -120,12 +161,26 @@ def open_verified(path: Path, hashes: FileHashes) -> Iterator[int]:
 
 
 def _expected(path: Path) -> str | None:
+    return _small_text(path.with_name(path.name + _SIDECAR))
+
+
+def _count(path: Path) -> int:
+    """The count in the file at ``path``: 0 if it is missing or holds something else."""
+    text = _small_text(path) or ""
+    return int(text) if text.isdigit() else 0
+
+
+def _small_text(path: Path) -> str | None:
+    """The first 100 bytes of the file at ``path`` as text, stripped (no symlink followed); None
+    if it cannot be read or is empty."""
     try:
-        fd = os.open(path.with_name(path.name + _SIDECAR), os.O_RDONLY | _NOFOLLOW | os.O_NONBLOCK)
+        fd = os.open(path, os.O_RDONLY | _NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         return None
     try:
         return os.read(fd, 100).decode("ascii", "replace").strip() or None
+    except OSError:
+        return None
     finally:
         os.close(fd)
 
@@ -163,11 +218,9 @@ def _cached(target: Path, build: Callable[[Path], None], hashes: FileHashes) -> 
         try:
             tmp = _fresh_temp(target)
             build(tmp)
-            digest = FileHashes(None).sha256_path(tmp)
-            _write_new(target.with_name(target.name + _SIDECAR), digest.encode())
-            with open(tmp, "rb") as f:  # make the bytes durable before the rename publishes them
-                os.fsync(f.fileno())
-            os.replace(tmp, target)
+            _publish(tmp, target)
+        except _Postponed:
+            raise
         except OSError as e:
             raise EmbeddingModelError(f"cannot write the ONNX model cache ({e.strerror or e})") from e
         except Exception as e:  # first line only: torch errors can go on to dump weight tensors
@@ -180,6 +233,15 @@ def _cached(target: Path, build: Callable[[Path], None], hashes: FileHashes) -> 
     finally:
         os.close(lock)
     return target
+
+
+def _publish(tmp: Path, target: Path) -> None:
+    """Put the file ``tmp`` in ``target``'s place, with its sidecar; the caller holds the folder's lock."""
+    digest = FileHashes(None).sha256_path(tmp)
+    _write_new(target.with_name(target.name + _SIDECAR), digest.encode())
+    with open(tmp, "rb") as f:  # make the bytes durable before the rename publishes them
+        os.fsync(f.fileno())
+    os.replace(tmp, target)
 
 
 def _fresh_temp(target: Path) -> Path:
@@ -216,7 +278,7 @@ def _drop_older_recipes(folder: Path) -> None:
     """Delete exports an older recipe left (processes that loaded one keep it in memory)."""
     current = {f"model-r{EXPORT_RECIPE}{kind}.onnx" for kind in ("", "-fused", "-int8")}
     for old in folder.glob("model*.onnx*"):
-        if old.name.removesuffix(_SIDECAR) not in current:
+        if old.name.removesuffix(_SIDECAR).removesuffix(_TRIES) not in current:
             old.unlink(missing_ok=True)
 
 

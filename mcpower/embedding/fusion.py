@@ -10,18 +10,18 @@ in the wheel, pure Python over ``onnx``) rewrites each layer into ``Attention``,
 
 The fused graph is made once from the plain export, like the int8 one, in a child interpreter
 (its memory goes back to the system after), and kept only if it gives the plain graph's hidden
-states on a probe batch of real, padded texts: a model the optimiser
-misreads (another architecture, another attention layout) keeps the plain graph, copied under the
-fused name so the check is not repeated on every load. It takes the plain export's place in the
-cache (export.py); the int8 export is still quantised from the plain graph: the quantiser cannot
-read the fused one.
+states on a probe batch of real, padded texts. When it is not made, ``fuse`` says whether for good
+(a model the optimiser fails on or misreads: another architecture, another attention layout) or
+for a reason that may pass (the child timed out, was killed, ran out of memory or disk, or could
+not start); export.py decides what the cache keeps. It takes the plain export's place in the
+cache; the int8 export is still quantised from the plain graph: the quantiser cannot read the
+fused one.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import shutil
 import subprocess
 import sys
 import warnings
@@ -56,15 +56,28 @@ _PROBE = (
 )
 
 
+class NotFused(Exception):
+    """The fused graph was not made, ``why``; ``lasting`` when the model cannot be fused (the
+    optimiser fails on it, or its graph gives other hidden states), not when the cause may pass."""
+
+    def __init__(self, why: str, lasting: bool) -> None:
+        super().__init__(why)
+        self.why, self.lasting = why, lasting
+
+
+# The child's exit statuses: the model cannot be fused; the child ran out of memory or disk, or
+# misses a module (a cause that may pass). Any other (a signal, a crash) counts as the second.
+_CANNOT, _NOT_NOW = 1, 3
+
+
 def fuse(plain: Path, out: Path, spec: ModelSpec) -> None:
-    """Write to ``out`` the fused graph of the export at ``plain``, or ``plain``'s own bytes if the
-    optimiser fails or its graph does not give the same hidden states. The work is done in a child
-    interpreter (mcpower/isolated.py): the optimiser holds the whole graph several times over
-    (3.8 GB at its peak for multilingual-e5-small's 470 MB), and a server that made it in its own
-    process kept ~800 MB of that afterwards.
+    """Write to ``out`` the fused graph of the export at ``plain``, checked to give the same hidden
+    states. The work is done in a child interpreter (mcpower/isolated.py): the optimiser holds the
+    whole graph several times over (3.8 GB at its peak for multilingual-e5-small's 470 MB), and a
+    server that made it in its own process kept ~800 MB of that afterwards.
 
     Raises:
-        OSError: ``out`` cannot be written.
+        NotFused: the graph was not made (why, and whether for good).
     """
     logger.info(
         "fusing the layers of the ONNX export of %s, once (seconds; later runs reuse it)",
@@ -84,26 +97,34 @@ def fuse(plain: Path, out: Path, spec: ModelSpec) -> None:
             timeout=TIMEOUT_S,
             check=False,
         )
-        why = None if done.returncode == 0 else _last_line(done.stderr) or f"exit status {done.returncode}"
     except subprocess.TimeoutExpired:
-        why = f"not done in {TIMEOUT_S:g} s"
-    if why is None:
-        logger.debug("%s: fused ONNX graph checked against the plain one", spec.name)
-        return
-    logger.info("%s: kept the plain ONNX graph, not fused (%s)", spec.name, why)
-    shutil.copyfile(plain, out)
+        raise NotFused(f"not done in {TIMEOUT_S:g} s", lasting=False) from None
+    except OSError as e:  # no memory to start it, no interpreter
+        raise NotFused(f"the child process did not start ({e.strerror or e})", lasting=False) from e
+    code = done.returncode
+    if code != 0:
+        said = _last_line(done.stderr)
+        raise NotFused(said or (f"killed by signal {-code}" if code < 0 else f"exit status {code}"), code == _CANNOT)
+    logger.debug("%s: fused ONNX graph checked against the plain one", spec.name)
 
 
 def main(argv: list[str]) -> None:
     """The child's work (``fuse``): argv is the plain graph, the fused one to write, the model's
-    folder, its window in word pieces and its query prompt. Exits 1 with the reason on stderr if
-    the fused graph cannot be made or does not give the plain graph's hidden states."""
+    folder, its window in word pieces and its query prompt. Exits with the reason on stderr if the
+    fused graph cannot be made or does not give the plain graph's hidden states (1), or if it was
+    not made for a cause that may pass (3: out of memory or disk, a module missing)."""
     plain, out, folder, max_tokens, prompt = argv
     try:
         fused_and_checked(Path(plain), Path(out), Path(folder), int(max_tokens), prompt)
+    except (MemoryError, OSError, ImportError) as e:
+        _exit(e, _NOT_NOW)
     except Exception as e:  # the optimiser's own errors are of every kind; any of them means "plain"
-        sys.stderr.write(f"{type(e).__name__}: {_last_line(str(e).encode())}\n")
-        sys.exit(1)
+        _exit(e, _CANNOT)
+
+
+def _exit(e: BaseException, code: int) -> None:
+    sys.stderr.write(f"{type(e).__name__}: {_last_line(str(e).encode())}\n")
+    sys.exit(code)
 
 
 def fused_and_checked(plain: Path, out: Path, folder: Path, max_tokens: int, prompt: str) -> None:

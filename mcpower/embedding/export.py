@@ -5,7 +5,7 @@ and ``-int8.onnx`` (quantised).
 The export needs torch and transformers (seconds of import time) and runs once per graph made from
 it (the plain export itself is not kept once fused). A model that cannot be fused keeps its plain
 graph under the fused name, so the attempt is not repeated on every load; a fusion that failed for a
-cause that may pass (the child timed out or was killed, memory or disk ran out) keeps the plain
+cause that may pass (the child was killed or did not start, memory or disk ran out) keeps the plain
 export under its own name, which is loaded meanwhile, and is tried again by a later load, at most
 FUSE_TRIES times in all (``-fused.onnx.tries`` counts them). The
 cache is trusted no further than it must be: the folder is created private (0700) and must belong

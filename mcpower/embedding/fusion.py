@@ -11,9 +11,10 @@ in the wheel, pure Python over ``onnx``) rewrites each layer into ``Attention``,
 The fused graph is made once from the plain export, like the int8 one, in a child interpreter
 (its memory goes back to the system after), and kept only if it gives the plain graph's hidden
 states on a probe batch of real, padded texts. When it is not made, ``fuse`` says whether for good
-(a model the optimiser fails on or misreads: another architecture, another attention layout) or
-for a reason that may pass (the child timed out, was killed, ran out of memory or disk, or could
-not start); export.py decides what the cache keeps. It takes the plain export's place in the
+(a model the optimiser fails on or misreads: another architecture, another attention layout; or a
+child that ran for TIMEOUT_S, a wait not to be repeated on every start) or for a reason that may
+pass (the child was killed, ran out of memory or disk, or could not start); export.py decides what
+the cache keeps. It takes the plain export's place in the
 cache; the int8 export is still quantised from the plain graph: the quantiser cannot read the
 fused one.
 """
@@ -98,7 +99,7 @@ def fuse(plain: Path, out: Path, spec: ModelSpec) -> None:
             check=False,
         )
     except subprocess.TimeoutExpired:
-        raise NotFused(f"not done in {TIMEOUT_S:g} s", lasting=False) from None
+        raise NotFused(f"not done in {TIMEOUT_S:g} s", lasting=True) from None  # not a wait to repeat
     except OSError as e:  # no memory to start it, no interpreter
         raise NotFused(f"the child process did not start ({e.strerror or e})", lasting=False) from e
     code = done.returncode

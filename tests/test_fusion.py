@@ -68,7 +68,8 @@ def test_the_child_says_why_and_whether_for_good(
     script = tmp_path / "child.py"
     script.write_text(child)
     monkeypatch.setattr(fusion, "python_command", lambda *args: ([sys.executable, str(script)], str(tmp_path)))
-    monkeypatch.setattr(fusion, "TIMEOUT_S", 0.5)
+    if why.startswith("not done"):  # the others keep the default: a slow start must not time them out
+        monkeypatch.setattr(fusion, "TIMEOUT_S", 0.5)
     with pytest.raises(NotFused) as e:
         fusion.fuse(plain, tmp_path / "model-r2-fused.onnx", resolve_model())
     assert (e.value.why, e.value.lasting) == (why, lasting)

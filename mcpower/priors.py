@@ -85,14 +85,11 @@ _ABOUT_CHANGES = re.compile(
 
 
 class Located(Protocol):
-    """Where a chunk is: what the rules read."""
+    """A chunk whose kind is known: ``is_change_notes`` of its path, title and heading path
+    (store.ChunkHit works it out once a hit)."""
 
     @property
-    def path(self) -> str: ...
-    @property
-    def title(self) -> str: ...
-    @property
-    def heading_path(self) -> str: ...
+    def change_notes(self) -> bool: ...
 
 
 H = TypeVar("H", bound=Located)
@@ -145,7 +142,7 @@ def apply_priors(
         for rank, (i, s) in enumerate(batch, pos):
             hit = hits.get(i)
             if hit is not None:
-                prior = CHANGE_NOTES_FACTOR if is_change_notes(hit.path, hit.title, hit.heading_path) else 1.0
+                prior = CHANGE_NOTES_FACTOR if hit.change_notes else 1.0
                 out.append((-(s * prior), rank, hit))  # ranks differ: chunks are never compared
         pos += len(batch)
         out.sort()

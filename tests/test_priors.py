@@ -4,6 +4,7 @@ question is about versions or changes; ``priors=False`` (tool, CLI) ranks by sco
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -11,11 +12,13 @@ import pytest
 from conftest import FakeEmbedder
 from typer.testing import CliRunner
 
+from mcpower import store as store_module
 from mcpower.cli.app import app
 from mcpower.ingestion import IngestOptions, ingest
 from mcpower.priors import CHANGE_NOTES_FACTOR, about_changes, apply_priors, is_change_notes
 from mcpower.registry import Registry
 from mcpower.search import rank_paths, search
+from mcpower.store import ChunkHit
 
 
 @pytest.mark.parametrize(
@@ -129,6 +132,7 @@ def test_questions_about_features(query: str) -> None:
 class Hit:
     def __init__(self, path: str, heading_path: str = "", title: str = "") -> None:
         self.path, self.heading_path, self.title = path, heading_path, title
+        self.change_notes = is_change_notes(path, title, heading_path)
 
 
 HITS = {1: Hit("release-notes.md"), 2: Hit("tutorial/query-params.md"), 3: Hit("tutorial/body.md")}
@@ -150,6 +154,31 @@ def test_apply_priors_ranks_change_notes_down_and_the_switch_turns_it_off() -> N
     assert [h.path for h, _ in off] == ["release-notes.md", "tutorial/query-params.md"]
     asked = apply_priors(ranked, fetcher([]), "what changed in 0.95?", 2)  # type: ignore[arg-type]
     assert [(h.path, s) for h, s in asked] == [("release-notes.md", 0.60), ("tutorial/query-params.md", 0.55)]
+
+
+def test_a_hits_kind_is_worked_out_once_and_is_no_field(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A store holding its places in memory hands the same hits to every search: each hit's kind is
+    # worked out at its first search, not at every one (grouping asks ~60 candidates a search).
+    asked: list[tuple[str, ...]] = []
+
+    def counted(*location: str) -> bool:
+        asked.append(location)
+        return is_change_notes(*location)
+
+    monkeypatch.setattr(store_module, "is_change_notes", counted)
+    notes = ChunkHit(
+        1, 0, "Release Notes > 0.95.0", 1, 9, "", "docs/en/docs/release-notes.md", "Release Notes", ".md", 7
+    )
+    feature = dataclasses.replace(notes, path="tutorial/body.md", title="Body", heading_path="Body > Fields")
+
+    assert [notes.change_notes, notes.change_notes, feature.change_notes, feature.change_notes] == [
+        True,
+        True,
+        False,
+        False,
+    ]
+    assert len(asked) == 2
+    assert notes == dataclasses.replace(notes) and "change_notes" not in [f.name for f in dataclasses.fields(notes)]
 
 
 def test_apply_priors_looks_up_only_the_candidates_that_can_reach_the_top_k() -> None:

@@ -20,11 +20,13 @@ import logging
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, fields
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from mcpower.analysis.languages import UNDETERMINED
 from mcpower.errors import InvalidManifestError, McpowerError
 from mcpower.manifest import DatasetInfo
+from mcpower.priors import is_change_notes
 from mcpower.results import DatasetSummary, SearchFilters, WatchState
 
 if TYPE_CHECKING:
@@ -113,6 +115,12 @@ class ChunkHit:
         hit = object.__new__(cls)
         hit.__dict__.update(zip(_HIT_FIELDS, row, strict=True))
         return hit
+
+    @cached_property
+    def change_notes(self) -> bool:
+        """Whether the chunk is change notes (mcpower.priors), worked out once a hit: a store that
+        keeps its places in memory hands the same hits to every search, which asks each candidate."""
+        return is_change_notes(self.path, self.title, self.heading_path)
 
 
 _HIT_FIELDS = tuple(f.name for f in fields(ChunkHit))

@@ -22,7 +22,8 @@ compatible... Then no prior applies: the change notes compete on their own score
 
 The kind is computed at query time, from the path, title and heading path every store keeps (local,
 Milvus, the original system's), so no store or dataset format changes and a dataset built before
-keeps working; it is looked at only for the candidates that could reach the top k.
+keeps working; it is looked at only for the candidates that could reach the top k, and kept with
+each hit (``store.ChunkHit.change_notes``), so hits a store holds in memory are judged once.
 
 Switch: ``priors=False`` (tool argument ``priors: false``, ``mcpower search --no-priors``,
 ``mcpower eval --no-priors``) ranks by the score alone. docs/search.md explains it to users.

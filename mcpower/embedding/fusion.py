@@ -14,9 +14,8 @@ states on a probe batch of real, padded texts. When it is not made, ``fuse`` say
 (a model the optimiser fails on or misreads: another architecture, another attention layout; or a
 child that ran for TIMEOUT_S, a wait not to be repeated on every start) or for a reason that may
 pass (the child was killed, ran out of memory or disk, or could not start); export.py decides what
-the cache keeps. It takes the plain export's place in the
-cache; the int8 export is still quantised from the plain graph: the quantiser cannot read the
-fused one.
+the cache keeps. It takes the plain export's place in the cache; the int8 export is still quantised
+from the plain graph: the quantiser cannot read the fused one.
 """
 
 from __future__ import annotations
@@ -59,7 +58,8 @@ _PROBE = (
 
 class NotFused(Exception):
     """The fused graph was not made, ``why``; ``lasting`` when the model cannot be fused (the
-    optimiser fails on it, or its graph gives other hidden states), not when the cause may pass."""
+    optimiser fails on it, or its graph gives other hidden states) or the child ran out of time,
+    not when the cause may pass."""
 
     def __init__(self, why: str, lasting: bool) -> None:
         super().__init__(why)

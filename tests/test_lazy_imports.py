@@ -159,7 +159,8 @@ def test_the_wrapper_sees_parser_imports() -> None:
 
 # What a server must not load before it answers initialize (without --watch or a Milvus URI): the
 # stores, the model and the watcher load after the handshake, in the warm-up thread or on demand;
-# so does the core's search module (mcpower.search, with mcpower.coverage and the rest it imports).
+# so does the core's search module (mcpower.search, with mcpower.coverage, mcpower.priors and the
+# rest it imports).
 SERVER_HEAVY = (
     "numpy",
     "faiss",
@@ -191,7 +192,7 @@ def counting(fn, *args, **kwargs):
 tool_base.func_metadata = counting
 
 def report_and_exit(code):
-    loaded = sorted(m for m in sys.modules if m.split(".")[0] in heavy or m in ("mcpower.search", "mcpower.coverage")
+    loaded = sorted(m for m in sys.modules if m.split(".")[0] in heavy or m in ("mcpower.search", "mcpower.coverage", "mcpower.priors")
                     or m.startswith(("mcpower.store.milvus", "mcpower.web")))
     os.write(2, ("LOADED " + json.dumps(loaded) + "\\n").encode())
     os.write(2, ("BUILT " + json.dumps(built) + "\\n").encode())

@@ -12,7 +12,7 @@ import pytest
 from conftest import FakeEmbedder
 from typer.testing import CliRunner
 
-from mcpower import store as store_module
+from mcpower import priors as priors_module
 from mcpower.cli.app import app
 from mcpower.ingestion import IngestOptions, ingest
 from mcpower.priors import CHANGE_NOTES_FACTOR, about_changes, apply_priors, is_change_notes
@@ -165,7 +165,7 @@ def test_a_hits_kind_is_worked_out_once_and_is_no_field(monkeypatch: pytest.Monk
         asked.append(location)
         return is_change_notes(*location)
 
-    monkeypatch.setattr(store_module, "is_change_notes", counted)
+    monkeypatch.setattr(priors_module, "is_change_notes", counted)
     notes = ChunkHit(
         1, 0, "Release Notes > 0.95.0", 1, 9, "", "docs/en/docs/release-notes.md", "Release Notes", ".md", 7
     )

@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from mcpower.analysis.languages import UNDETERMINED
 from mcpower.errors import InvalidManifestError, McpowerError
 from mcpower.manifest import DatasetInfo
-from mcpower.priors import is_change_notes
 from mcpower.results import DatasetSummary, SearchFilters, WatchState
 
 if TYPE_CHECKING:
@@ -120,6 +119,8 @@ class ChunkHit:
     def change_notes(self) -> bool:
         """Whether the chunk is change notes (mcpower.priors), worked out once a hit: a store that
         keeps its places in memory hands the same hits to every search, which asks each candidate."""
+        from mcpower.priors import is_change_notes  # with the search module: not at a server's start
+
         return is_change_notes(self.path, self.title, self.heading_path)
 
 

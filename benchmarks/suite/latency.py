@@ -69,13 +69,9 @@ def timed(registry: Any, store: Any, ds: str, queries: list[str]) -> tuple[dict[
 
 
 def warm_page_cache(store: Any) -> None:
-    """Read a local store's files once (its index, its SQLite database, its exact vectors)."""
-    manifest = getattr(store, "manifest", None)
-    for rel in (
-        getattr(manifest, "index", None),
-        getattr(manifest, "metadata", None),
-        getattr(manifest, "vectors", None),
-    ):
+    """Read a local store's files once: its index, its SQLite database and its exact vectors, if any."""
+    manifest = store.manifest
+    for rel in (manifest.index, manifest.metadata, manifest.vectors):
         if rel:
             with open(store.folder / rel, "rb") as f:
                 while f.read(1 << 20):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import collections
 import logging
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -90,13 +91,19 @@ def test_a_child_that_does_not_start_may_start_another_time(
 def test_the_childs_exit_status_tells_a_lasting_failure_from_a_passing_one(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], error: Exception, code: int
 ) -> None:
-    def fail(*args: object) -> None:
-        raise error
-
-    monkeypatch.setattr(fusion, "fused_and_checked", fail)
+    monkeypatch.setattr(fusion, "fused_and_checked", raising(error))
     with pytest.raises(SystemExit) as e:
         fusion.main(["plain", "out", "folder", "256", ""])
     assert e.value.code == code and capsys.readouterr().err.startswith(type(error).__name__)
+
+
+def raising(error: Exception) -> Callable[..., None]:
+    """A stand-in that raises ``error`` whatever it is called with."""
+
+    def fail(*args: object) -> None:
+        raise error
+
+    return fail
 
 
 @pytest.fixture
@@ -157,7 +164,7 @@ def test_a_damaged_count_of_tries_counts_as_none(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, exports: list[Path], count: bytes
 ) -> None:
     spec = resolve_model()
-    monkeypatch.setattr(export_module, "fuse", lambda *a: (_ for _ in ()).throw(NotFused("killed", lasting=False)))
+    monkeypatch.setattr(export_module, "fuse", raising(NotFused("killed", lasting=False)))
     assert export_onnx(spec, tmp_path).name == "model-r2.onnx"
     tries = tmp_path / "onnx" / spec.fingerprint / "model-r2-fused.onnx.tries"
     tries.write_bytes(count)
@@ -168,9 +175,7 @@ def test_a_model_that_cannot_be_fused_keeps_its_plain_graph_at_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, exports: list[Path], caplog: pytest.LogCaptureFixture
 ) -> None:
     spec = resolve_model()
-    monkeypatch.setattr(
-        export_module, "fuse", lambda *a: (_ for _ in ()).throw(NotFused("ValueError: x", lasting=True))
-    )
+    monkeypatch.setattr(export_module, "fuse", raising(NotFused("ValueError: x", lasting=True)))
     with caplog.at_level(logging.INFO, logger="mcpower"):
         kept = export_onnx(spec, tmp_path)
     assert kept.name == "model-r2-fused.onnx" and kept.read_bytes() == b"plain"
